@@ -1,0 +1,78 @@
+//! `stave bench`: measured workloads. Each prints a table and, with `--json`, one JSON
+//! object as the last line of stdout. Ratios taken within one run are the figures that
+//! count; absolute times on shared machines are context.
+
+mod checkqueue;
+mod codec;
+mod verify;
+
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+
+/// Benchmark subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Block body decoding: standard RLP (serial, scan + parallel) vs the offset-indexed list.
+    Codec(codec::CodecArgs),
+    /// The lock-free check queue vs Bitcoin Core's mutex queue vs rayon.
+    Checkqueue(checkqueue::CheckqueueArgs),
+    /// The verify stage: serial vs parallel sender recovery, cold vs warm sender cache.
+    Verify(verify::VerifyArgs),
+}
+
+/// Output options every bench shares.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Output {
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Output {
+    /// Prints the JSON line when asked for.
+    fn finish(self, report: &impl serde::Serialize) -> anyhow::Result<()> {
+        if self.json {
+            println!("{}", serde_json::to_string(report)?);
+        }
+        Ok(())
+    }
+}
+
+/// Runs a `stave bench` subcommand.
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Codec(args) => codec::run(args),
+        BenchCommand::Checkqueue(args) => checkqueue::run(args),
+        BenchCommand::Verify(args) => verify::run(args),
+    }
+}
+
+/// Threads rayon and the queues use: all cores.
+fn threads() -> usize {
+    rayon::current_num_threads()
+}
+
+/// Median wall time of `runs` calls of `f`, after one warm-up call.
+fn median_time<T>(runs: usize, mut f: impl FnMut() -> T) -> Duration {
+    std::hint::black_box(f());
+    let mut times: Vec<Duration> = (0..runs.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            std::hint::black_box(f());
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// Microseconds with two decimals, for JSON.
+fn micros(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e8).round() / 100.0
+}
+
+/// A ratio with three decimals, for JSON.
+fn ratio(numerator: f64, denominator: f64) -> f64 {
+    (numerator / denominator * 1000.0).round() / 1000.0
+}

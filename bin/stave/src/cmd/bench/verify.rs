@@ -1,0 +1,122 @@
+//! `stave bench verify`: the verify stage on one block, serial, parallel with a cold
+//! sender cache, and parallel with a warm one (every tx seen at admission).
+
+use std::{sync::Arc, time::Duration};
+
+use clap::Args;
+use serde::Serialize;
+use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
+use stave_verify::{SenderCache, Verifier, verify_serial};
+
+use super::{Output, ratio, threads};
+
+/// Chain id of the bench workload.
+const CHAIN_ID: u64 = 1337;
+
+/// Arguments of `stave bench verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Transactions in the block.
+    #[arg(long, default_value_t = 2_500)]
+    block_txs: usize,
+    /// Timed runs per mode; the median is reported.
+    #[arg(long, default_value_t = 9)]
+    runs: usize,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// The JSON line.
+#[derive(Debug, Serialize)]
+struct Report {
+    block_txs: usize,
+    threads: usize,
+    serial_ms: f64,
+    parallel_cold_ms: f64,
+    parallel_warm_ms: f64,
+    speedup_parallel_over_serial: f64,
+    speedup_warm_over_cold: f64,
+    ecrecover_tps_per_core: f64,
+}
+
+fn ms(d: Duration) -> f64 {
+    ratio(d.as_secs_f64() * 1e3, 1.0)
+}
+
+/// Runs the verify bench.
+pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
+    let threads = threads();
+    let txs = signed_workload(
+        WorkloadKind::Transfer,
+        &TxBuilder::new(CHAIN_ID, 1_000_000_000),
+        args.block_txs,
+    )?;
+    let warm = Arc::new(SenderCache::default());
+    let reference = verify_serial(txs.clone(), CHAIN_ID, None)?;
+    for tx in &reference {
+        warm.insert(tx.tx.hash(), tx.sender);
+    }
+    let mut cold_verifier = Verifier::new(CHAIN_ID, threads, None);
+    let mut warm_verifier = Verifier::new(CHAIN_ID, threads, Some(warm));
+    anyhow::ensure!(
+        cold_verifier.verify(txs.clone())? == reference,
+        "parallel != serial"
+    );
+    anyhow::ensure!(
+        warm_verifier.verify(txs.clone())? == reference,
+        "warm != serial"
+    );
+
+    // Modes take turns run by run, so the machine's drift hits all alike; the transaction
+    // copies each run consumes are made outside the timed region.
+    let mut times = [Vec::new(), Vec::new(), Vec::new()];
+    for _ in 0..args.runs.max(1) {
+        let input = txs.clone();
+        let start = std::time::Instant::now();
+        std::hint::black_box(verify_serial(input, CHAIN_ID, None)?);
+        times[0].push(start.elapsed());
+        let input = txs.clone();
+        let start = std::time::Instant::now();
+        std::hint::black_box(cold_verifier.verify(input)?);
+        times[1].push(start.elapsed());
+        let input = txs.clone();
+        let start = std::time::Instant::now();
+        std::hint::black_box(warm_verifier.verify(input)?);
+        times[2].push(start.elapsed());
+    }
+    let [serial, cold, warm] = times.map(|mut t| {
+        t.sort();
+        t[t.len() / 2]
+    });
+    let report = Report {
+        block_txs: args.block_txs,
+        threads,
+        serial_ms: ms(serial),
+        parallel_cold_ms: ms(cold),
+        parallel_warm_ms: ms(warm),
+        speedup_parallel_over_serial: ratio(serial.as_secs_f64(), cold.as_secs_f64()),
+        speedup_warm_over_cold: ratio(cold.as_secs_f64(), warm.as_secs_f64()),
+        ecrecover_tps_per_core: ratio(args.block_txs as f64, serial.as_secs_f64()),
+    };
+    println!(
+        "verify stage, {} txs, {threads} threads, median of {} runs",
+        args.block_txs, args.runs
+    );
+    println!("{:<24} {:>10}", "mode", "ms");
+    println!("{:<24} {:>10.2}", "serial", report.serial_ms);
+    println!(
+        "{:<24} {:>10.2}",
+        "parallel, cold cache", report.parallel_cold_ms
+    );
+    println!(
+        "{:<24} {:>10.2}",
+        "parallel, warm cache", report.parallel_warm_ms
+    );
+    println!(
+        "parallel/serial {:.2}x, warm/cold {:.1}x, {:.0} recoveries/s per core",
+        report.speedup_parallel_over_serial,
+        report.speedup_warm_over_cold,
+        report.ecrecover_tps_per_core
+    );
+    args.output.finish(&report)
+}

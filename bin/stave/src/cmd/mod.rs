@@ -1,0 +1,41 @@
+//! The subcommands. A subcommand exists here only once it works end to end.
+
+mod bench;
+mod block;
+mod genesis;
+mod input;
+mod keys;
+mod tx;
+
+use clap::Subcommand;
+
+/// Every `stave` subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create and show secp256k1 keys and their addresses.
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
+    /// Inspect transactions.
+    #[command(subcommand)]
+    Tx(tx::TxCommand),
+    /// Inspect encoded blocks.
+    #[command(subcommand)]
+    Block(block::BlockCommand),
+    /// Write genesis files.
+    #[command(subcommand)]
+    Genesis(genesis::GenesisCommand),
+    /// Run a measured workload and report throughput stage by stage.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+/// Runs one subcommand.
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Keys(cmd) => keys::run(cmd),
+        Command::Tx(cmd) => tx::run(cmd),
+        Command::Block(cmd) => block::run(cmd),
+        Command::Genesis(cmd) => genesis::run(cmd),
+        Command::Bench(cmd) => bench::run(cmd),
+    }
+}

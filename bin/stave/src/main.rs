@@ -1,0 +1,30 @@
+//! `stave`: the one command-line tool of the Stave node.
+//!
+//! Each subcommand lives in its own module under `cmd/`; errors are reported on one line
+//! with their context and exit code 1.
+
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Stave: a permissioned EVM node in which every stage of the block path runs in parallel.
+#[derive(Debug, Parser)]
+#[command(name = "stave", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: cmd::Command,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cmd::run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // `{:#}` prints the whole context chain on one line.
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The `stave` binary as a user runs it: exit codes, one-line reasons, JSON output.
+
+use std::process::{Command, Output};
+
+use alloy_consensus::{Signed, TxEnvelope};
+use alloy_eips::eip2718::{Decodable2718, Encodable2718};
+use alloy_primitives::{Signature, U256};
+
+fn stave(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stave"))
+        .args(args)
+        .output()
+        .expect("stave runs")
+}
+
+/// A valid EIP-155 transfer from the ethereum-tests vectors (Vitalik_1, chain id 1).
+const VALID_TX: &str = "0xf864808504a817c800825208943535353535353535353535353535353535353535808025a0044852b2a670ade5407e78fb2863c51de9fcb96542a07186fe3aeda6bb8a116da0044852b2a670ade5407e78fb2863c51de9fcb96542a07186fe3aeda6bb8a116d";
+
+/// Asserts the run failed with exit code 1 and one line on stderr naming `reason`.
+fn assert_refused(out: &Output, reason: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains(reason), "expected {reason:?} in {stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn inspect_prints_one_json_line_for_a_valid_tx() {
+    let out = stave(&["tx", "inspect", "--chain-id", "1", VALID_TX]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(
+        json["hash"],
+        "0xb1e2188bc490908a78184e4818dca53684167507417fdb4c09c2d64d32a9896a"
+    );
+    assert_eq!(json["from"], "0xf0f6f18bca1b28cd68e4357452947e021241e9ce");
+    assert_eq!(json["chain_id"], 1);
+    assert_eq!(json["gas_limit"], 21000);
+}
+
+#[test]
+fn inspect_refuses_empty_garbage_and_truncated_input() {
+    assert_refused(&stave(&["tx", "inspect", ""]), "empty transaction");
+    assert_refused(&stave(&["tx", "inspect", "0xzz"]), "not valid hex");
+    assert_refused(
+        &stave(&["tx", "inspect", "0xdeadbeef"]),
+        "malformed transaction",
+    );
+    let truncated = &VALID_TX[..VALID_TX.len() - 2];
+    assert_refused(
+        &stave(&["tx", "inspect", truncated]),
+        "malformed transaction",
+    );
+}
+
+#[test]
+fn inspect_refuses_a_wrong_chain_id() {
+    let out = stave(&["tx", "inspect", "--chain-id", "1337", VALID_TX]);
+    assert_refused(&out, "chain id 1 does not match chain id 1337");
+}
+
+#[test]
+fn inspect_refuses_an_oversize_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("big.bin");
+    std::fs::write(&path, vec![0xf8u8; 10 * 1024 * 1024]).expect("write");
+    let out = stave(&["tx", "inspect", &format!("@{}", path.display())]);
+    assert_refused(&out, "more than the limit");
+}
+
+#[test]
+fn inspect_refuses_a_high_s_signature() {
+    let bytes = hex::decode(&VALID_TX[2..]).expect("hex");
+    let TxEnvelope::Legacy(signed) = TxEnvelope::decode_2718_exact(&bytes).expect("valid") else {
+        panic!("vector is a legacy tx");
+    };
+    let (tx, sig, _) = signed.into_parts();
+    // The same signature, mirrored: s' = n - s with the parity flipped still verifies, but
+    // EIP-2 forbids it.
+    let n = U256::from_str_radix(
+        "fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141",
+        16,
+    )
+    .expect("curve order");
+    let high = Signature::new(sig.r(), n - sig.s(), !sig.v());
+    let mirrored = TxEnvelope::Legacy(Signed::new_unhashed(tx, high)).encoded_2718();
+    let out = stave(&["tx", "inspect", &format!("0x{}", hex::encode(mirrored))]);
+    assert_refused(&out, "above secp256k1n/2");
+}
+
+#[test]
+fn genesis_new_writes_a_loadable_genesis_and_keys_show_matches_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("genesis.json");
+    let out = stave(&[
+        "genesis",
+        "new",
+        "--accounts",
+        "4",
+        "--out",
+        path.to_str().expect("utf8"),
+    ]);
+    assert!(out.status.success());
+    let genesis: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("written")).expect("json");
+    assert_eq!(genesis["config"]["chainId"], 1337);
+    let alloc = genesis["alloc"].as_object().expect("alloc");
+    assert_eq!(alloc.len(), 4);
+    let out = stave(&["keys", "show", "--dev", "--index", "3"]);
+    let key: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let address = key["address"].as_str().expect("address");
+    assert!(
+        alloc.keys().any(|a| a.eq_ignore_ascii_case(address)),
+        "{address} funded"
+    );
+}
+
+#[test]
+fn keys_show_derives_the_hardhat_accounts_from_the_dev_mnemonic() {
+    let out = stave(&["keys", "show", "--mnemonic", "--count", "2"]);
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(
+        lines[0]["address"],
+        "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"
+    );
+    assert_eq!(
+        lines[1]["address"],
+        "0x70997970c51812dc3a010c7d01b50e0d17dc79c8"
+    );
+}
+
+#[test]
+fn keys_new_writes_a_private_file_that_keys_show_reads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("node.key");
+    let out = stave(&["keys", "new", "--out", path.to_str().expect("utf8")]);
+    let made: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        made.get("private_key").is_none(),
+        "secret not printed when written to a file"
+    );
+    let out = stave(&["keys", "show", "--key-file", path.to_str().expect("utf8")]);
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(made["address"], shown["address"]);
+    let again = stave(&["keys", "new", "--out", path.to_str().expect("utf8")]);
+    assert_refused(&again, "must not exist yet");
+}
+
+/// A 3-transaction block, encoded, with a correct transactions root.
+fn encoded_block() -> Vec<u8> {
+    use stave_primitives::{Block, Header};
+    let builder = stave_sdk::TxBuilder::new(1337, 7);
+    let transactions =
+        stave_sdk::signed_workload(stave_sdk::WorkloadKind::Transfer, &builder, 3).expect("signs");
+    let mut block = Block {
+        header: Header {
+            number: 42,
+            ..Header::default()
+        },
+        transactions,
+    };
+    block.header.transactions_root = block.compute_transactions_root();
+    stave_codec::encode_block(&block).expect("encodes")
+}
+
+#[test]
+fn block_inspect_summarises_a_valid_block() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("block.bin");
+    std::fs::write(&path, encoded_block()).expect("write");
+    let out = stave(&["block", "inspect", &format!("@{}", path.display())]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["number"], 42);
+    assert_eq!(json["tx_count"], 3);
+    assert_eq!(json["transactions_root_ok"], true);
+}
+
+#[test]
+fn block_inspect_refuses_a_body_that_does_not_match_its_root() {
+    let mut bytes = encoded_block();
+    // Flip one byte inside the last transaction's signature: the body still frames, but
+    // the transaction hashes to another root.
+    let at = bytes.len() - 2;
+    bytes[at] ^= 0x01;
+    let out = stave(&["block", "inspect", &format!("0x{}", hex::encode(&bytes))]);
+    assert_refused(&out, "transactions root mismatch");
+    assert_refused(&stave(&["block", "inspect", "0xc0"]), "invalid block");
+}

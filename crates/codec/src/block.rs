@@ -1,0 +1,79 @@
+//! The block wire form (DESIGN.md §3.2): `RLP[header, body_bytes]`, where `body_bytes` is
+//! an RLP byte string holding the offset-indexed transaction list.
+//!
+//! Decoding checks the body against the header's `transactions_root` before returning, so
+//! no later stage ever sees a body that its header does not commit to.
+
+use alloy_primitives::{B256, keccak256};
+use alloy_rlp::{Decodable, Encodable};
+use stave_primitives::{Block, Header, SealedBlock, SignedTx, merkle_root};
+
+use crate::{
+    error::CodecError,
+    transactions::{decode_transactions, encode_transactions},
+};
+
+/// Encodes a block: its header's RLP and its transactions as an offset-indexed list
+/// (encoded on all cores), wrapped in one RLP list.
+pub fn encode_block(block: &Block) -> Result<Vec<u8>, CodecError> {
+    let body = encode_transactions(&block.transactions)?;
+    Ok(encode_block_parts(&block.header, &body))
+}
+
+/// Wraps an already encoded body with its header (for bodies kept in their wire form).
+pub fn encode_block_parts(header: &Header, body: &[u8]) -> Vec<u8> {
+    let payload_length = header.length() + body.length();
+    let mut out = Vec::with_capacity(payload_length + 9);
+    alloy_rlp::Header {
+        list: true,
+        payload_length,
+    }
+    .encode(&mut out);
+    header.encode(&mut out);
+    body.encode(&mut out);
+    out
+}
+
+/// Decodes a block and checks its body against its `transactions_root`.
+///
+/// The block hash is keccak-256 of the header bytes exactly as received, after checking
+/// that they are the canonical encoding of the decoded header.
+pub fn decode_block(bytes: &[u8]) -> Result<SealedBlock, CodecError> {
+    let mut buf = bytes;
+    let outer = alloy_rlp::Header::decode(&mut buf)?;
+    if !outer.list {
+        return Err(CodecError::BlockRlp(alloy_rlp::Error::UnexpectedString));
+    }
+    if outer.payload_length > buf.len() {
+        return Err(CodecError::BlockRlp(alloy_rlp::Error::InputTooShort));
+    }
+    if outer.payload_length < buf.len() {
+        return Err(CodecError::TrailingBlockBytes(
+            buf.len() - outer.payload_length,
+        ));
+    }
+    let header_start = buf;
+    let header = Header::decode(&mut buf)?;
+    let header_bytes = &header_start[..header_start.len() - buf.len()];
+    if header.length() != header_bytes.len() {
+        return Err(CodecError::NonCanonicalHeader);
+    }
+    let body = alloy_rlp::Header::decode_bytes(&mut buf, false)?;
+    if !buf.is_empty() {
+        return Err(CodecError::BlockRlp(alloy_rlp::Error::ListLengthMismatch {
+            expected: outer.payload_length,
+            got: outer.payload_length - buf.len(),
+        }));
+    }
+    let transactions = decode_transactions(body)?;
+    let hashes: Vec<B256> = transactions.iter().map(SignedTx::hash).collect();
+    let transactions_root = merkle_root(&hashes);
+    if transactions_root != header.transactions_root {
+        return Err(CodecError::TransactionsRootMismatch {
+            expected: header.transactions_root,
+            computed: transactions_root,
+        });
+    }
+    let hash = keccak256(header_bytes);
+    Ok(SealedBlock::new_unchecked(header, hash, transactions))
+}

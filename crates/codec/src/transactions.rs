@@ -1,0 +1,22 @@
+//! Transaction lists in the offset-indexed form: encoded and decoded on all cores.
+
+use stave_primitives::SignedTx;
+
+use crate::{
+    error::CodecError,
+    indexed::{IndexedList, encode_indexed},
+};
+
+/// Encodes transactions (canonical EIP-2718 bytes each) as an offset-indexed list.
+pub fn encode_transactions(txs: &[SignedTx]) -> Result<Vec<u8>, CodecError> {
+    encode_indexed(txs, SignedTx::encode_into)
+}
+
+/// Decodes an offset-indexed transaction list on all cores: framing first, then every
+/// item, which must decode to one transaction spanning exactly its bytes. Each
+/// transaction's hash is computed from its exact bytes in the same parallel pass.
+pub fn decode_transactions(bytes: &[u8]) -> Result<Vec<SignedTx>, CodecError> {
+    IndexedList::parse(bytes)?
+        .par_decode(SignedTx::decode)
+        .map_err(|(index, source)| CodecError::Transaction { index, source })
+}

@@ -1,0 +1,170 @@
+//! The chain specification, read from a genesis file in go-ethereum's format.
+
+use std::collections::BTreeMap;
+
+use alloy_genesis::{ChainConfig, Genesis, GenesisAccount};
+use alloy_primitives::{Address, U256};
+use rayon::prelude::*;
+
+use crate::{dev::dev_account, error::ChainSpecError};
+
+/// Base fee of a dev genesis and of a genesis without `baseFeePerGas`: 1 gwei.
+pub const DEFAULT_BASE_FEE: u64 = 1_000_000_000;
+
+/// Block gas limit of a dev genesis: 1 billion gas, room for ~47,000 transfers a block.
+pub const DEV_GAS_LIMIT: u64 = 1_000_000_000;
+
+/// Balance of each account in a dev genesis: 10,000 ETH, as Hardhat and Anvil.
+pub const DEV_BALANCE_WEI: u128 = 10_000 * 10u128.pow(18);
+
+/// What a chain agrees on before its first block: id, gas limit, base fee, and the
+/// accounts that exist at genesis.
+#[derive(Debug, Clone)]
+pub struct ChainSpec {
+    genesis: Genesis,
+    chain_id: u64,
+}
+
+impl ChainSpec {
+    /// Parses a go-ethereum genesis JSON (`config.chainId`, `alloc`, `gasLimit`,
+    /// `baseFeePerGas`, ...), so existing genesis files work unchanged.
+    pub fn from_json(json: &str) -> Result<Self, ChainSpecError> {
+        let value: serde_json::Value = serde_json::from_str(json)?;
+        // alloy's ChainConfig quietly defaults a missing chainId to 1 (mainnet): refuse that.
+        if value.pointer("/config/chainId").is_none() {
+            return Err(ChainSpecError::MissingChainId);
+        }
+        Self::from_genesis(serde_json::from_value(value)?)
+    }
+
+    /// Checks and wraps an already parsed genesis.
+    pub fn from_genesis(genesis: Genesis) -> Result<Self, ChainSpecError> {
+        if genesis.gas_limit == 0 {
+            return Err(ChainSpecError::ZeroGasLimit);
+        }
+        let chain_id = genesis.config.chain_id;
+        if chain_id == 0 {
+            return Err(ChainSpecError::MissingChainId);
+        }
+        Ok(Self { genesis, chain_id })
+    }
+
+    /// A genesis with `accounts` deterministic dev accounts (see [`crate::dev`]), each
+    /// funded with [`DEV_BALANCE_WEI`].
+    pub fn dev(chain_id: u64, accounts: u64) -> Self {
+        // Key derivation is ~20 µs an account: a million accounts want all cores.
+        let alloc: BTreeMap<Address, GenesisAccount> = (0..accounts)
+            .into_par_iter()
+            .map(|i| {
+                let account = GenesisAccount::default().with_balance(U256::from(DEV_BALANCE_WEI));
+                (dev_account(i).address, account)
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .collect();
+        let genesis = Genesis {
+            config: ChainConfig {
+                chain_id,
+                ..ChainConfig::default()
+            },
+            gas_limit: DEV_GAS_LIMIT,
+            base_fee_per_gas: Some(u128::from(DEFAULT_BASE_FEE)),
+            alloc,
+            ..Genesis::default()
+        };
+        Self { genesis, chain_id }
+    }
+
+    /// The genesis as go-ethereum JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(&self.genesis).expect("a Genesis always serializes")
+    }
+
+    /// The chain id every transaction must be signed for.
+    pub fn chain_id(&self) -> u64 {
+        self.chain_id
+    }
+
+    /// The genesis block gas limit.
+    pub fn gas_limit(&self) -> u64 {
+        self.genesis.gas_limit
+    }
+
+    /// The genesis base fee per gas ([`DEFAULT_BASE_FEE`] when the file has none).
+    pub fn base_fee(&self) -> u64 {
+        self.genesis
+            .base_fee_per_gas
+            .map_or(DEFAULT_BASE_FEE, |fee| {
+                u64::try_from(fee).unwrap_or(u64::MAX)
+            })
+    }
+
+    /// Accounts that exist at genesis, with balance, nonce, code and storage.
+    pub fn alloc(&self) -> &BTreeMap<Address, GenesisAccount> {
+        &self.genesis.alloc
+    }
+
+    /// The parsed genesis.
+    pub fn genesis(&self) -> &Genesis {
+        &self.genesis
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_go_ethereum_genesis() {
+        let json = r#"{
+            "config": { "chainId": 20261122, "londonBlock": 0 },
+            "gasLimit": "0x1c9c380",
+            "baseFeePerGas": "0x7",
+            "difficulty": "0x1",
+            "alloc": {
+                "0x00000000000000000000000000000000000000aa": {
+                    "balance": "0xde0b6b3a7640000",
+                    "nonce": "0x2",
+                    "code": "0x6000",
+                    "storage": { "0x01": "0x02" }
+                }
+            }
+        }"#;
+        let spec = ChainSpec::from_json(json).expect("valid genesis");
+        assert_eq!(spec.chain_id(), 20_261_122);
+        assert_eq!(spec.gas_limit(), 30_000_000);
+        assert_eq!(spec.base_fee(), 7);
+        let account = &spec.alloc()[&Address::with_last_byte(0xaa)];
+        assert_eq!(account.balance, U256::from(10u64.pow(18)));
+        assert_eq!(account.nonce, Some(2));
+        assert_eq!(account.storage.as_ref().map(BTreeMap::len), Some(1));
+    }
+
+    #[test]
+    fn refuses_garbage_zero_gas_limit_and_missing_chain_id() {
+        assert!(matches!(
+            ChainSpec::from_json("{"),
+            Err(ChainSpecError::Json(_))
+        ));
+        let zero = r#"{ "config": { "chainId": 5 }, "gasLimit": "0x0", "alloc": {} }"#;
+        assert!(matches!(
+            ChainSpec::from_json(zero),
+            Err(ChainSpecError::ZeroGasLimit)
+        ));
+        let no_id = r#"{ "config": {}, "gasLimit": "0x1", "alloc": {} }"#;
+        assert!(matches!(
+            ChainSpec::from_json(no_id),
+            Err(ChainSpecError::MissingChainId)
+        ));
+    }
+
+    #[test]
+    fn dev_genesis_round_trips_through_json() {
+        let spec = ChainSpec::dev(1337, 3);
+        let again = ChainSpec::from_json(&spec.to_json()).expect("own output parses");
+        assert_eq!(again.chain_id(), 1337);
+        assert_eq!(again.alloc().len(), 3);
+        assert!(again.alloc().contains_key(&dev_account(2).address));
+        assert_eq!(again.base_fee(), DEFAULT_BASE_FEE);
+    }
+}

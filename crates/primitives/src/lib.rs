@@ -1,0 +1,41 @@
+//! Stave's shared data types: transactions, headers, blocks, receipts and the chain spec.
+//!
+//! Every other crate speaks these types. Transactions are alloy-consensus envelopes
+//! ([`SignedTx`]) decoded from their exact canonical bytes, checked by one stateless rule
+//! set ([`SignedTx::validate`]) and recovered with libsecp256k1 into a [`RecoveredTx`].
+//! Headers commit to their transactions through [`merkle_root`], computed with rayon.
+//! A [`ChainSpec`] comes from a go-ethereum genesis file.
+//!
+//! ```
+//! use stave_primitives::{SignedTx, TxError};
+//!
+//! // Garbage is a typed error, never a panic.
+//! assert!(matches!(SignedTx::decode(&[0xc0]), Err(TxError::Decode(_))));
+//! ```
+
+mod chainspec;
+pub mod dev;
+mod error;
+mod header;
+mod merkle;
+mod receipt;
+mod transaction;
+
+pub use alloy_primitives::{Address, B256, Bytes, Signature, U256};
+pub use chainspec::{ChainSpec, DEFAULT_BASE_FEE, DEV_BALANCE_WEI, DEV_GAS_LIMIT};
+pub use error::{ChainSpecError, TxError};
+pub use header::{Block, Header, SealedBlock, SealedHeader};
+pub use merkle::merkle_root;
+pub use receipt::{Receipt, new_receipt, receipt_hash};
+pub use transaction::{
+    IntrinsicGas, MAX_INITCODE_SIZE, MAX_TX_SIZE, RecoveredTx, SignedTx, TxSummary,
+    decode_and_validate,
+};
+
+/// The EVM fork whose rules Stave applies: Prague.
+///
+/// Prague is the newest fork whose transaction rules the ethereum-tests vectors pin, and
+/// its successor Osaka caps a transaction's gas at 2^24 (EIP-7825), which would refuse
+/// the large-gas transactions consortium chains run. Changing this changes intrinsic gas
+/// and opcode semantics, so it is a hard fork.
+pub const SPEC: revm_primitives::hardfork::SpecId = revm_primitives::hardfork::SpecId::PRAGUE;

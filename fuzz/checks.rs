@@ -1,0 +1,35 @@
+//! The properties every fuzz target checks, shared with `crates/codec/tests/fuzz_corpus.rs`
+//! which replays the checked-in corpus under `cargo test`: hostile bytes give a typed
+//! error, or they decode to something whose canonical encoding is exactly the input.
+
+use stave_codec::{decode_block, decode_transactions, encode_block, encode_transactions};
+use stave_primitives::{SignedTx, decode_and_validate};
+
+/// The offset-indexed transaction list decoder.
+pub fn indexed_list(data: &[u8]) {
+    if let Ok(txs) = decode_transactions(data) {
+        let again = encode_transactions(&txs).expect("a decoded list re-encodes");
+        assert_eq!(again, data, "decoding accepted a non-canonical list");
+    }
+}
+
+/// The block decoder: the hash must be the header's, the encoding the input.
+pub fn block(data: &[u8]) {
+    if let Ok(sealed) = decode_block(data) {
+        assert_eq!(sealed.hash(), sealed.header().hash_slow());
+        let again = encode_block(&sealed.unseal()).expect("a decoded block re-encodes");
+        assert_eq!(again, data, "decoding accepted a non-canonical block");
+    }
+}
+
+/// Transaction decoding and stateless validation (the path of `stave tx inspect`).
+pub fn transaction(data: &[u8]) {
+    if let Ok(tx) = SignedTx::decode(data) {
+        assert_eq!(
+            tx.encoded(),
+            data,
+            "decoding accepted a non-canonical transaction"
+        );
+    }
+    let _ = decode_and_validate(data, Some(1));
+}

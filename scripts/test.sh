@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Every check a change must pass: formatting, lints, all tests (unit, integration,
+# ethereum-tests vectors, CLI, doc tests, fuzz-corpus replay), and the loom model checks
+# of the check queue. CI runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# Build artefacts live outside the clone, so a rebuild on the same machine is quick.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/stave-target}"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
+# loom needs its own cfg, so its build lives in its own target dir.
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$CARGO_TARGET_DIR/loom" \
+    cargo test -p stave-checkqueue --test loom --release --locked
