@@ -8,3 +8,5 @@ cargo build --release --locked -p stave
 stave="$CARGO_TARGET_DIR/release/stave"
 "$stave" bench codec "$@"
 "$stave" bench checkqueue "$@"
+"$stave" bench verify "$@"
+"$stave" bench exec "$@"

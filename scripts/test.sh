@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Every check a change must pass: formatting, lints, all tests (unit, integration,
-# ethereum-tests vectors, CLI, doc tests, fuzz-corpus replay), and the loom model checks
-# of the check queue. CI runs exactly this.
+# Every check a change must pass: formatting, contract bytecode up to date, lints, all
+# tests (unit, integration, ethereum-tests vectors, differential serial/parallel, CLI, doc
+# tests, fuzz-corpus replay), and the loom model checks of the check queue. CI runs
+# exactly this. Needs Rust (pinned by rust-toolchain.toml) and Node.js with npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Build artefacts live outside the clone, so a rebuild on the same machine is quick.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/stave-target}"
 cargo fmt --all --check
+# The checked-in contract bytecode must be what the pinned compiler makes of the source.
+./contracts/build.sh
+git diff --exit-code -- contracts/
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
 # loom needs its own cfg, so its build lives in its own target dir.

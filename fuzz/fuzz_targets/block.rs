@@ -1,6 +1,7 @@
 //! Fuzz target: see `checks::block` for the property.
 #![no_main]
 
-include!("../checks.rs");
+#[path = "../checks.rs"]
+mod checks;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| block(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::block(data));

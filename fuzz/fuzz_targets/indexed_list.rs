@@ -1,6 +1,7 @@
 //! Fuzz target: see `checks::indexed_list` for the property.
 #![no_main]
 
-include!("../checks.rs");
+#[path = "../checks.rs"]
+mod checks;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| indexed_list(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::indexed_list(data));

@@ -1,6 +1,7 @@
 //! Fuzz target: see `checks::transaction` for the property.
 #![no_main]
 
-include!("../checks.rs");
+#[path = "../checks.rs"]
+mod checks;
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| transaction(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::transaction(data));

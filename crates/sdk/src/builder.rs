@@ -13,6 +13,16 @@ pub const ERC20_TRANSFER_GAS: u64 = 80_000;
 /// Selector of `transfer(address,uint256)`: the first 4 bytes of its keccak-256.
 pub const ERC20_TRANSFER_SELECTOR: [u8; 4] = [0xa9, 0x05, 0x9c, 0xbb];
 
+/// ABI-encoded call data of `transfer(to, amount)`.
+pub fn erc20_transfer_calldata(to: Address, amount: U256) -> Bytes {
+    let mut input = Vec::with_capacity(4 + 32 + 32);
+    input.extend_from_slice(&ERC20_TRANSFER_SELECTOR);
+    input.extend_from_slice(&[0u8; 12]);
+    input.extend_from_slice(to.as_slice());
+    input.extend_from_slice(&amount.to_be_bytes::<32>());
+    input.into()
+}
+
 /// Fee and chain settings shared by every transaction a builder makes (EIP-1559 only:
 /// legacy and EIP-2930 transactions are built with alloy's types directly).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

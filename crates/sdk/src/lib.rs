@@ -17,11 +17,14 @@
 //! ```
 
 mod builder;
+pub mod contracts;
 mod error;
 mod signer;
 mod workload;
 
-pub use builder::{ERC20_TRANSFER_GAS, ERC20_TRANSFER_SELECTOR, TRANSFER_GAS, TxBuilder};
+pub use builder::{
+    ERC20_TRANSFER_GAS, ERC20_TRANSFER_SELECTOR, TRANSFER_GAS, TxBuilder, erc20_transfer_calldata,
+};
 pub use error::SdkError;
 pub use signer::LocalSigner;
-pub use workload::{WorkloadKind, signed_workload};
+pub use workload::{WorkloadKind, signed_workload, workload_genesis};

@@ -1,11 +1,17 @@
 //! Signed workloads for benches and tests, made from the deterministic dev accounts and
 //! signed on all cores.
 
-use alloy_primitives::{Address, U256};
+use alloy_genesis::GenesisAccount;
+use alloy_primitives::{Address, B256, U256};
 use rayon::prelude::*;
-use stave_primitives::{SignedTx, dev::dev_account};
+use stave_primitives::{ChainSpec, SignedTx, dev::dev_account};
 
-use crate::{builder::TxBuilder, error::SdkError, signer::LocalSigner};
+use crate::{
+    builder::TxBuilder,
+    contracts::{stave_token_balance_slot, stave_token_runtime},
+    error::SdkError,
+    signer::LocalSigner,
+};
 
 /// What a workload's transactions do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +22,11 @@ pub enum WorkloadKind {
     Erc20 {
         /// The token contract.
         token: Address,
+    },
+    /// ETH transfers that all pay one hot account: every tx conflicts with every other.
+    Conflict {
+        /// The account every tx pays.
+        hot: Address,
     },
 }
 
@@ -37,10 +48,35 @@ pub fn signed_workload(
                 WorkloadKind::Erc20 { token } => {
                     builder.erc20_transfer(0, token, recipient, U256::from(1))
                 }
+                WorkloadKind::Conflict { hot } => builder.transfer(0, hot, U256::from(1)),
             };
             signer.sign_tx(tx)
         })
         .collect()
+}
+
+/// A genesis for [`signed_workload`]: dev accounts `0..accounts` funded with ETH (see
+/// [`ChainSpec::dev`]) and, when `token` is given, the repo's ERC-20 at that address with
+/// 1,000 tokens (18 decimals) for each of them.
+pub fn workload_genesis(chain_id: u64, accounts: u64, token: Option<Address>) -> ChainSpec {
+    let spec = ChainSpec::dev(chain_id, accounts);
+    let Some(token) = token else { return spec };
+    let mut genesis = spec.genesis().clone();
+    let funded = B256::from(U256::from(1_000u64) * U256::from(10u64).pow(U256::from(18)));
+    let storage = (0..accounts)
+        .into_par_iter()
+        .map(|i| (stave_token_balance_slot(dev_account(i).address), funded))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .collect();
+    genesis.alloc.insert(
+        token,
+        GenesisAccount::default()
+            .with_code(Some(stave_token_runtime()))
+            .with_storage(Some(storage)),
+    );
+    // Only the alloc changed, and the dev spec it came from was valid.
+    ChainSpec::from_genesis(genesis).expect("a dev genesis plus a contract is valid")
 }
 
 /// A recipient address for tx `i`, disjoint from every dev sender.

@@ -4,6 +4,7 @@
 
 mod checkqueue;
 mod codec;
+mod exec;
 mod verify;
 
 use std::time::{Duration, Instant};
@@ -19,6 +20,8 @@ pub enum BenchCommand {
     Checkqueue(checkqueue::CheckqueueArgs),
     /// The verify stage: serial vs parallel sender recovery, cold vs warm sender cache.
     Verify(verify::VerifyArgs),
+    /// The execute stage: serial vs parallel revm on transfer, ERC-20 and conflict blocks.
+    Exec(exec::ExecArgs),
 }
 
 /// Output options every bench shares.
@@ -45,6 +48,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Codec(args) => codec::run(args),
         BenchCommand::Checkqueue(args) => checkqueue::run(args),
         BenchCommand::Verify(args) => verify::run(args),
+        BenchCommand::Exec(args) => exec::run(args),
     }
 }
 

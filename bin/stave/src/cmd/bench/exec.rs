@@ -1,0 +1,136 @@
+//! `stave bench exec`: the execute stage on one block, serial vs parallel, per workload.
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use stave_exec::{MemoryState, Mode, ParallelExecutor, execute_serial};
+use stave_primitives::{Address, Header};
+use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
+use stave_verify::verify_serial;
+
+use super::{Output, median_time, micros, ratio, threads};
+
+const CHAIN_ID: u64 = 1337;
+/// Where the bench token lives.
+const TOKEN: Address = Address::repeat_byte(0xe2);
+/// The account every `conflict` tx pays.
+const HOT: Address = Address::repeat_byte(0x40);
+
+/// A workload to execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// ETH transfers between distinct accounts.
+    Transfer,
+    /// ERC-20 transfers on the repo's token.
+    Erc20,
+    /// ETH transfers that all pay one account.
+    Conflict,
+}
+
+/// Arguments of `stave bench exec`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Workloads to run (all by default).
+    #[arg(long, value_enum, num_args = 1.., default_values_t = [Workload::Transfer, Workload::Erc20, Workload::Conflict])]
+    workload: Vec<Workload>,
+    /// Transactions in the block.
+    #[arg(long, default_value_t = 2_500)]
+    block_txs: usize,
+    /// Timed runs per executor; the median is reported.
+    #[arg(long, default_value_t = 9)]
+    runs: usize,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// One workload's figures.
+#[derive(Debug, Serialize)]
+struct WorkloadReport {
+    workload: Workload,
+    block_txs: usize,
+    threads: usize,
+    serial_us: f64,
+    parallel_us: f64,
+    speedup: f64,
+}
+
+/// The JSON line.
+#[derive(Debug, Serialize)]
+struct Report {
+    workloads: Vec<WorkloadReport>,
+}
+
+/// Runs the exec bench.
+pub fn run(args: ExecArgs) -> anyhow::Result<()> {
+    let threads = threads();
+    let executor = ParallelExecutor::new(threads);
+    let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
+    let header = Header {
+        number: 1,
+        timestamp: 1_700_000_000,
+        proposer: Address::repeat_byte(0xb0),
+        gas_limit: stave_primitives::DEV_GAS_LIMIT,
+        base_fee_per_gas: stave_primitives::DEFAULT_BASE_FEE,
+        ..Header::default()
+    };
+    let mut workloads = Vec::new();
+    for workload in &args.workload {
+        let (kind, token) = match workload {
+            Workload::Transfer => (WorkloadKind::Transfer, None),
+            Workload::Erc20 => (WorkloadKind::Erc20 { token: TOKEN }, Some(TOKEN)),
+            Workload::Conflict => (WorkloadKind::Conflict { hot: HOT }, None),
+        };
+        let spec = workload_genesis(CHAIN_ID, args.block_txs as u64, token);
+        let state = MemoryState::from_genesis(&spec);
+        let txs = verify_serial(
+            signed_workload(kind, &builder, args.block_txs)?,
+            CHAIN_ID,
+            None,
+        )?;
+        let serial = execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Validate)?;
+        let parallel = executor.execute(&state, CHAIN_ID, &header, &txs, Mode::Validate)?;
+        anyhow::ensure!(
+            parallel == serial,
+            "{workload:?}: parallel result differs from serial"
+        );
+        anyhow::ensure!(
+            serial
+                .receipts
+                .iter()
+                .all(|r| r.receipt.status.coerce_status()),
+            "{workload:?}: a tx failed"
+        );
+        let serial_time = median_time(args.runs, || {
+            execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Validate)
+        });
+        let parallel_time = median_time(args.runs, || {
+            executor.execute(&state, CHAIN_ID, &header, &txs, Mode::Validate)
+        });
+        workloads.push(WorkloadReport {
+            workload: *workload,
+            block_txs: args.block_txs,
+            threads,
+            serial_us: micros(serial_time),
+            parallel_us: micros(parallel_time),
+            speedup: ratio(serial_time.as_secs_f64(), parallel_time.as_secs_f64()),
+        });
+    }
+    println!(
+        "execute stage, {} txs per block, {threads} threads, median of {} runs",
+        args.block_txs, args.runs
+    );
+    println!(
+        "{:<10} {:>12} {:>13} {:>9}",
+        "workload", "serial µs", "parallel µs", "speedup"
+    );
+    for w in &workloads {
+        println!(
+            "{:<10} {:>12.0} {:>13.0} {:>8.2}x",
+            format!("{:?}", w.workload).to_lowercase(),
+            w.serial_us,
+            w.parallel_us,
+            w.speedup
+        );
+    }
+    args.output.finish(&Report { workloads })
+}

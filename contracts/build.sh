@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Recompiles the contracts with the pinned compiler (solc-js 0.8.28 from npm, optimizer on,
+# 200 runs, EVM version cancun) and writes the creation and runtime bytecode beside them.
+# `crates/exec` embeds the .bin files; CI reruns this and fails if they differ.
+set -euo pipefail
+cd "$(dirname "$0")"
+SOLC_VERSION=0.8.28
+tools="${STAVE_TOOLS_DIR:-$HOME/.cache/stave-tools}/solc-$SOLC_VERSION"
+if [ ! -x "$tools/node_modules/.bin/solcjs" ]; then
+    mkdir -p "$tools"
+    npm install --silent --prefix "$tools" "solc@$SOLC_VERSION" >/dev/null
+fi
+node - "$tools/node_modules/solc" <<'JS'
+const solc = require(process.argv[2]);
+const fs = require('fs');
+const input = {
+  language: 'Solidity',
+  sources: { 'StaveToken.sol': { content: fs.readFileSync('StaveToken.sol', 'utf8') } },
+  settings: {
+    optimizer: { enabled: true, runs: 200 },
+    evmVersion: 'cancun',
+    outputSelection: { '*': { '*': ['evm.bytecode.object', 'evm.deployedBytecode.object'] } },
+  },
+};
+const out = JSON.parse(solc.compile(JSON.stringify(input)));
+const errors = (out.errors || []).filter((e) => e.severity === 'error');
+if (errors.length) { console.error(errors.map((e) => e.formattedMessage).join('\n')); process.exit(1); }
+const c = out.contracts['StaveToken.sol'].StaveToken;
+fs.writeFileSync('StaveToken.bin', c.evm.bytecode.object + '\n');
+fs.writeFileSync('StaveToken.runtime.bin', c.evm.deployedBytecode.object + '\n');
+console.log('solc ' + solc.version() + ': StaveToken.bin, StaveToken.runtime.bin');
+JS

@@ -1,0 +1,23 @@
+//! The execute stage: revm runs a block's recovered transactions against the state
+//! before the block and returns receipts and the block's state diff for the commit stage.
+//!
+//! [`execute_serial`] runs transactions one after another and is the reference every
+//! other executor must equal byte for byte. [`ParallelExecutor`] speculates on all cores
+//! and commits in block order, re-executing what read stale state, so it always does. State is read through [`StateReader`] and
+//! written as a [`StateDiff`]; the block's priority fees are credited to its proposer once,
+//! at the end (see the `evm` module for why).
+//!
+//! The chain runs Prague rules ([`stave_primitives::SPEC`]); the chain id comes from the
+//! genesis, the base fee and gas limit from the header.
+
+mod db;
+mod error;
+mod evm;
+mod parallel;
+mod serial;
+mod state;
+
+pub use error::{ExecError, StateError};
+pub use parallel::ParallelExecutor;
+pub use serial::{ExecutionOutcome, Mode, SkippedTx, execute_serial};
+pub use state::{AccountDiff, AccountState, MemoryState, StateDiff, StateReader};

@@ -1,0 +1,170 @@
+//! The serial executor: transactions one after another on one thread. The reference the
+//! parallel executor must equal, byte for byte.
+//!
+//! Input: the state before the block, its header, its recovered transactions.
+//! Output: receipts, gas used, fees, and the block's [`StateDiff`].
+
+use alloy_consensus::Transaction as _;
+use alloy_primitives::U256;
+use parking_lot::RwLock;
+use revm::context_interface::ContextTr;
+use stave_primitives::{Header, Receipt, RecoveredTx};
+
+use crate::{
+    db::{BlockDb, Overlay},
+    error::ExecError,
+    evm::{DeferredRewardHandler, TxRun, block_evm, run_tx},
+    state::{StateDiff, StateReader},
+};
+
+/// What to do with a transaction that cannot be included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Executing a received block: any invalid transaction makes the block invalid.
+    Validate,
+    /// Building a block: invalid transactions are left out (and reported).
+    Build,
+}
+
+/// A transaction left out of a block being built, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedTx {
+    /// Position in the input.
+    pub index: usize,
+    /// Why it could not be included.
+    pub reason: String,
+}
+
+/// The result of executing a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionOutcome {
+    /// Positions (in the input) of the included transactions, in order.
+    pub included: Vec<usize>,
+    /// One receipt per included transaction.
+    pub receipts: Vec<Receipt>,
+    /// Gas the block used.
+    pub gas_used: u64,
+    /// Priority fees credited to the proposer at the end of the block, in wei.
+    pub fees: U256,
+    /// Every state change, the proposer's credit included.
+    pub diff: StateDiff,
+    /// Transactions left out (always empty in [`Mode::Validate`]).
+    pub skipped: Vec<SkippedTx>,
+}
+
+/// The block's running totals, fed transaction by transaction in block order by the
+/// serial executor and by the parallel executor's committer alike.
+pub(crate) struct Tally<'h> {
+    header: &'h Header,
+    mode: Mode,
+    outcome: ExecutionOutcome,
+}
+
+impl<'h> Tally<'h> {
+    pub(crate) fn new(header: &'h Header, mode: Mode, txs: usize) -> Self {
+        let outcome = ExecutionOutcome {
+            included: Vec::with_capacity(txs),
+            receipts: Vec::with_capacity(txs),
+            gas_used: 0,
+            fees: U256::ZERO,
+            diff: StateDiff::default(),
+            skipped: Vec::new(),
+        };
+        Self {
+            header,
+            mode,
+            outcome,
+        }
+    }
+
+    /// Leaves transaction `index` out (building) or fails the block (validating).
+    fn refuse(&mut self, index: usize, reason: String) -> Result<(), ExecError> {
+        match self.mode {
+            Mode::Validate => Err(ExecError::InvalidTx { index, reason }),
+            Mode::Build => {
+                self.outcome.skipped.push(SkippedTx { index, reason });
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether transaction `index` fits the block's remaining gas; refuses it if not.
+    pub(crate) fn fits(&mut self, index: usize, tx: &RecoveredTx) -> Result<bool, ExecError> {
+        let gas_limit = tx.tx.envelope().gas_limit();
+        let remaining = self.header.gas_limit - self.outcome.gas_used;
+        if gas_limit <= remaining {
+            return Ok(true);
+        }
+        self.refuse(
+            index,
+            format!("gas limit {gas_limit} exceeds the block's remaining {remaining}"),
+        )?;
+        Ok(false)
+    }
+
+    /// Records the run of transaction `index` and applies its state to `db`.
+    pub(crate) fn record(
+        &mut self,
+        index: usize,
+        run: TxRun,
+        db: &mut BlockDb<'_>,
+    ) -> Result<(), ExecError> {
+        match run {
+            TxRun::Invalid(reason) => self.refuse(index, reason),
+            TxRun::Executed {
+                writes,
+                success,
+                gas_used,
+                fee,
+                logs,
+                bloom,
+            } => {
+                db.apply(writes);
+                let outcome = &mut self.outcome;
+                outcome.fees += fee;
+                outcome.gas_used += gas_used;
+                let receipt = alloy_consensus::Receipt {
+                    status: success.into(),
+                    cumulative_gas_used: outcome.gas_used,
+                    logs,
+                };
+                outcome.receipts.push(Receipt {
+                    receipt,
+                    logs_bloom: bloom,
+                });
+                outcome.included.push(index);
+                Ok(())
+            }
+        }
+    }
+
+    /// Credits the proposer and hands over the outcome with the block's diff.
+    pub(crate) fn finish(mut self, db: &mut BlockDb<'_>) -> Result<ExecutionOutcome, ExecError> {
+        if !self.outcome.fees.is_zero() {
+            db.credit(self.header.proposer, self.outcome.fees)?;
+        }
+        self.outcome.diff = db.overlay.take_diff();
+        Ok(self.outcome)
+    }
+}
+
+/// Executes `txs` in order on `base` under `header`'s environment.
+pub fn execute_serial(
+    base: &dyn StateReader,
+    chain_id: u64,
+    header: &Header,
+    txs: &[RecoveredTx],
+    mode: Mode,
+) -> Result<ExecutionOutcome, ExecError> {
+    let diff = RwLock::new(StateDiff::default());
+    let mut evm = block_evm(BlockDb::new(Overlay::new(base, &diff)), chain_id, header);
+    let mut handler = DeferredRewardHandler::default();
+    let mut tally = Tally::new(header, mode, txs.len());
+    for (index, tx) in txs.iter().enumerate() {
+        if tally.fits(index, tx)? {
+            let run = run_tx(&mut evm, &mut handler, tx, index)?;
+            tally.record(index, run, evm.ctx.db_mut())?;
+        }
+    }
+    tally.finish(evm.ctx.db_mut())
+}

@@ -1,0 +1,143 @@
+//! What the executor reads (a [`StateReader`]) and what it writes (a [`StateDiff`]).
+
+use std::collections::{BTreeMap, HashMap};
+
+use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
+use revm::primitives::KECCAK_EMPTY;
+use stave_primitives::ChainSpec;
+
+use crate::error::StateError;
+
+/// An account as state stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccountState {
+    /// Transactions sent (or contracts created, for a contract).
+    pub nonce: u64,
+    /// Balance in wei.
+    pub balance: U256,
+    /// keccak-256 of the code; `KECCAK_EMPTY` for an account without code.
+    pub code_hash: B256,
+}
+
+/// Read access to the state before a block: what every executor, serial or parallel,
+/// starts from. Implementations must be safe to read from many threads at once.
+pub trait StateReader: Send + Sync {
+    /// The account at `address`, or `None` if it does not exist.
+    fn account(&self, address: Address) -> Result<Option<AccountState>, StateError>;
+    /// The value of storage `slot` of `address` (zero when unset).
+    fn storage(&self, address: Address, slot: U256) -> Result<U256, StateError>;
+    /// The code with this hash, if known.
+    fn code(&self, code_hash: B256) -> Result<Option<Bytes>, StateError>;
+    /// The hash of block `number` (for the BLOCKHASH opcode); zero when unknown.
+    fn block_hash(&self, number: u64) -> Result<B256, StateError>;
+}
+
+/// How one account changed in a block.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccountDiff {
+    /// The account after the block; `None` when it was deleted (self-destruct, EIP-161).
+    pub info: Option<AccountState>,
+    /// True when all storage from before the block is gone (deletion or re-creation):
+    /// only `storage` below then holds.
+    pub storage_cleared: bool,
+    /// Slots written in the block, with their final values.
+    pub storage: BTreeMap<U256, U256>,
+}
+
+/// Everything a block changed, in a deterministic (sorted) order: the input of the
+/// commit stage and of the state commitment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateDiff {
+    /// Changed accounts.
+    pub accounts: BTreeMap<Address, AccountDiff>,
+    /// Code deployed in the block, by hash.
+    pub codes: BTreeMap<B256, Bytes>,
+}
+
+/// The whole state in memory: genesis, tests and benches. Real nodes read through the
+/// state layers over storage instead.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryState {
+    accounts: HashMap<Address, AccountState>,
+    storage: HashMap<(Address, U256), U256>,
+    codes: HashMap<B256, Bytes>,
+}
+
+impl MemoryState {
+    /// The state a genesis describes.
+    pub fn from_genesis(spec: &ChainSpec) -> Self {
+        let mut state = Self::default();
+        for (address, account) in spec.alloc() {
+            let code = account.code.clone().unwrap_or_default();
+            let code_hash = if code.is_empty() {
+                KECCAK_EMPTY
+            } else {
+                keccak256(&code)
+            };
+            if !code.is_empty() {
+                state.codes.insert(code_hash, code);
+            }
+            state.accounts.insert(
+                *address,
+                AccountState {
+                    nonce: account.nonce.unwrap_or(0),
+                    balance: account.balance,
+                    code_hash,
+                },
+            );
+            for (slot, value) in account.storage.iter().flatten() {
+                let value = U256::from_be_bytes(value.0);
+                if !value.is_zero() {
+                    state
+                        .storage
+                        .insert((*address, U256::from_be_bytes(slot.0)), value);
+                }
+            }
+        }
+        state
+    }
+
+    /// Applies a block's changes.
+    pub fn apply(&mut self, diff: &StateDiff) {
+        for (address, change) in &diff.accounts {
+            if change.storage_cleared {
+                self.storage.retain(|(owner, _), _| owner != address);
+            }
+            for (slot, value) in &change.storage {
+                if value.is_zero() {
+                    self.storage.remove(&(*address, *slot));
+                } else {
+                    self.storage.insert((*address, *slot), *value);
+                }
+            }
+            match change.info {
+                Some(info) => self.accounts.insert(*address, info),
+                None => self.accounts.remove(address),
+            };
+        }
+        self.codes
+            .extend(diff.codes.iter().map(|(hash, code)| (*hash, code.clone())));
+    }
+}
+
+impl StateReader for MemoryState {
+    fn account(&self, address: Address) -> Result<Option<AccountState>, StateError> {
+        Ok(self.accounts.get(&address).copied())
+    }
+
+    fn storage(&self, address: Address, slot: U256) -> Result<U256, StateError> {
+        Ok(self
+            .storage
+            .get(&(address, slot))
+            .copied()
+            .unwrap_or_default())
+    }
+
+    fn code(&self, code_hash: B256) -> Result<Option<Bytes>, StateError> {
+        Ok(self.codes.get(&code_hash).cloned())
+    }
+
+    fn block_hash(&self, _number: u64) -> Result<B256, StateError> {
+        Ok(B256::ZERO)
+    }
+}

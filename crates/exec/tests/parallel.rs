@@ -1,0 +1,187 @@
+//! Differential tests: for random blocks mixing every workload, the parallel executor's
+//! outcome (receipts, gas, fees, skipped txs, state diff) equals the serial executor's
+//! exactly, with 1, 2 and 8 threads.
+
+mod support;
+
+use alloy_primitives::{Address, Bytes, TxKind};
+use proptest::prelude::*;
+use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor, execute_serial};
+use stave_primitives::RecoveredTx;
+use stave_sdk::erc20_transfer_calldata;
+use support::*;
+
+/// One transaction of a random block.
+#[derive(Debug, Clone)]
+enum Op {
+    /// ETH to an address derived from `to`.
+    Transfer { to: u8 },
+    /// ETH to the hot account every `Hot` tx touches (and `PROBE` reads).
+    Hot,
+    /// Token transfer; amounts above 100 revert.
+    Erc20 { to: u8, amount: u64 },
+    /// Reads the hot account's balance into storage.
+    Probe,
+    /// Runs out of gas.
+    Spin,
+    /// Creates a contract that self-destructs to the hot account.
+    CreateAndDestroy,
+    /// Deploys a contract that creates a child.
+    CreateCreator,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => any::<u8>().prop_map(|to| Op::Transfer { to }),
+        2 => Just(Op::Hot),
+        3 => (any::<u8>(), 0u64..120).prop_map(|(to, amount)| Op::Erc20 { to, amount }),
+        1 => Just(Op::Probe),
+        1 => Just(Op::Spin),
+        1 => Just(Op::CreateAndDestroy),
+        1 => Just(Op::CreateCreator),
+    ]
+}
+
+/// Builds signed txs: (sender, op, skip-a-nonce) triples; a skipped nonce makes that
+/// sender's later txs invalid, which Build mode must leave out identically.
+fn block(ops: &[(u64, Op, bool)]) -> Vec<RecoveredTx> {
+    let mut nonces = [0u64; SENDERS as usize];
+    ops.iter()
+        .map(|(sender, op, skip)| {
+            let nonce = &mut nonces[*sender as usize];
+            if *skip {
+                *nonce += 1;
+            }
+            let n = *nonce;
+            *nonce += 1;
+            let recipient = |b: u8| Address::with_last_byte(b).create(u64::from(b));
+            match op {
+                Op::Transfer { to } => tx(
+                    *sender,
+                    n,
+                    TxKind::Call(recipient(*to)),
+                    1,
+                    21_000,
+                    Bytes::new(),
+                ),
+                Op::Hot => tx(*sender, n, TxKind::Call(TARGET), 3, 21_000, Bytes::new()),
+                Op::Erc20 { to, amount } => tx(
+                    *sender,
+                    n,
+                    TxKind::Call(TOKEN),
+                    0,
+                    100_000,
+                    erc20_transfer_calldata(
+                        recipient(*to),
+                        (*amount).try_into().unwrap_or_default(),
+                    ),
+                ),
+                Op::Probe => tx(*sender, n, TxKind::Call(PROBE), 0, 100_000, Bytes::new()),
+                Op::Spin => tx(*sender, n, TxKind::Call(SPINNER), 0, 40_000, Bytes::new()),
+                Op::CreateAndDestroy => {
+                    let mut initcode = vec![0x73];
+                    initcode.extend_from_slice(TARGET.as_slice());
+                    initcode.push(0xff);
+                    tx(*sender, n, TxKind::Create, 7, 100_000, initcode.into())
+                }
+                Op::CreateCreator => tx(
+                    *sender,
+                    n,
+                    TxKind::Create,
+                    0,
+                    200_000,
+                    Bytes::from_static(&[0x60, 0x00, 0x60, 0x00, 0x60, 0x00, 0xf0, 0x50, 0x00]),
+                ),
+            }
+        })
+        .collect()
+}
+
+fn check(ops: &[(u64, Op, bool)], executors: &[ParallelExecutor]) {
+    let state = state();
+    let txs = block(ops);
+    // A gas limit that some blocks exceed, so the block gas rule is exercised too.
+    let header = header(2_000_000);
+    let serial = execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Build).expect("serial");
+    for executor in executors {
+        let parallel = executor
+            .execute(&state, CHAIN_ID, &header, &txs, Mode::Build)
+            .expect("parallel");
+        assert_same(&parallel, &serial, executor.threads());
+    }
+}
+
+/// Asserts equality, naming the first difference instead of printing both outcomes.
+fn assert_same(parallel: &ExecutionOutcome, serial: &ExecutionOutcome, threads: usize) {
+    assert_eq!(
+        parallel.included, serial.included,
+        "{threads} threads: included"
+    );
+    assert_eq!(
+        parallel.skipped, serial.skipped,
+        "{threads} threads: skipped"
+    );
+    for (i, (p, s)) in parallel.receipts.iter().zip(&serial.receipts).enumerate() {
+        assert_eq!(
+            p, s,
+            "{threads} threads: receipt {i} (tx {})",
+            serial.included[i]
+        );
+    }
+    for (address, change) in &serial.diff.accounts {
+        assert_eq!(
+            parallel.diff.accounts.get(address),
+            Some(change),
+            "{threads} threads: {address}"
+        );
+    }
+    assert_eq!(parallel, serial, "{threads} threads");
+}
+
+fn executors() -> Vec<ParallelExecutor> {
+    [1, 2, 8]
+        .into_iter()
+        .map(ParallelExecutor::new)
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn parallel_equals_serial_on_random_blocks(
+        ops in prop::collection::vec((0..SENDERS, op(), prop::bool::weighted(0.03)), 0..120)
+    ) {
+        check(&ops, &executors());
+    }
+}
+
+#[test]
+fn parallel_equals_serial_when_every_tx_touches_one_hot_account() {
+    let ops: Vec<_> = (0..200)
+        .map(|i| {
+            (
+                i % SENDERS,
+                if i % 3 == 0 { Op::Probe } else { Op::Hot },
+                false,
+            )
+        })
+        .collect();
+    check(&ops, &executors());
+}
+
+#[test]
+fn parallel_equals_serial_on_independent_transfers_and_validate_mode_agrees() {
+    let ops: Vec<_> = (0..300)
+        .map(|i| (i % SENDERS, Op::Transfer { to: i as u8 }, false))
+        .collect();
+    check(&ops, &executors());
+    let txs = block(&ops);
+    let header = header(30_000_000);
+    let serial = execute_serial(&state(), CHAIN_ID, &header, &txs, Mode::Validate).expect("valid");
+    let parallel = executors()[1]
+        .execute(&state(), CHAIN_ID, &header, &txs, Mode::Validate)
+        .expect("valid");
+    assert_eq!(parallel, serial);
+    assert_eq!(serial.included.len(), 300);
+}
