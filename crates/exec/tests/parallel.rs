@@ -139,10 +139,7 @@ fn assert_same(parallel: &ExecutionOutcome, serial: &ExecutionOutcome, threads: 
 }
 
 fn executors() -> Vec<ParallelExecutor> {
-    [1, 2, 8]
-        .into_iter()
-        .map(ParallelExecutor::new)
-        .collect()
+    [1, 2, 8].into_iter().map(ParallelExecutor::new).collect()
 }
 
 proptest! {
