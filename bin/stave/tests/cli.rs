@@ -200,3 +200,90 @@ fn block_inspect_refuses_a_body_that_does_not_match_its_root() {
     assert_refused(&out, "transactions root mismatch");
     assert_refused(&stave(&["block", "inspect", "0xc0"]), "invalid block");
 }
+
+/// Runs a bench with `--json` and returns its last stdout line, parsed.
+fn bench_json(args: &[&str]) -> serde_json::Value {
+    let out = stave(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().expect("output");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{args:?}: last line not JSON: {e}"))
+}
+
+#[test]
+fn benches_end_with_the_json_line_of_the_contract() {
+    let codec = bench_json(&[
+        "bench",
+        "codec",
+        "--block-txs",
+        "40",
+        "--erc20-txs",
+        "20",
+        "--runs",
+        "2",
+        "--json",
+    ]);
+    for key in [
+        "block_txs",
+        "threads",
+        "rlp_serial_us",
+        "rlp_scan_parallel_us",
+        "indexed_parallel_us",
+        "speedup_indexed_over_serial",
+    ] {
+        assert!(codec[key].is_number(), "codec {key}");
+    }
+    assert_eq!(codec["block_txs"], 40);
+    let queue = bench_json(&[
+        "bench",
+        "checkqueue",
+        "--round-jobs",
+        "50",
+        "--empty-rounds",
+        "2",
+        "--ecrecover-rounds",
+        "1",
+        "--json",
+    ]);
+    for key in [
+        "jobs",
+        "threads",
+        "lockfree_ns_per_job",
+        "mutex_ns_per_job",
+        "rayon_ns_per_job",
+        "ratio_mutex_over_lockfree",
+    ] {
+        assert!(queue[key].is_number(), "checkqueue {key}");
+    }
+    assert_eq!(queue["jobs"], 100);
+    let verify = bench_json(&[
+        "bench",
+        "verify",
+        "--block-txs",
+        "30",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert!(verify["speedup_warm_over_cold"].as_f64().expect("number") > 1.0);
+    let exec = bench_json(&[
+        "bench",
+        "exec",
+        "--block-txs",
+        "30",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    let workloads = exec["workloads"].as_array().expect("workloads");
+    assert_eq!(workloads.len(), 3);
+    assert!(
+        workloads
+            .iter()
+            .all(|w| w["speedup"].as_f64().is_some_and(|s| s > 0.0))
+    );
+}

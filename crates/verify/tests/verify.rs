@@ -55,8 +55,7 @@ fn a_bad_signature_first_middle_or_last_is_rejected_with_its_index() {
     let mut verifier = Verifier::new(CHAIN_ID, 2, None);
     for at in [0, 150, 299] {
         let mut txs = block(300);
-        // A different r: the signature no longer matches, and usually recovers no key or
-        // another one; flipping s to zero is out of range for certain.
+        // s = 0 is out of range whatever the rest of the signature.
         txs[at] = with_s(&txs[at], |_| U256::ZERO, false);
         let err = verifier.verify(txs.clone()).unwrap_err();
         assert!(

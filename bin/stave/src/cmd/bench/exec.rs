@@ -7,7 +7,7 @@ use stave_primitives::{Address, Header};
 use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
 use stave_verify::verify_serial;
 
-use super::{Output, median_time, micros, ratio, threads};
+use super::{BlockArgs, Output, median_time, micros, ratio, threads};
 
 const CHAIN_ID: u64 = 1337;
 /// Where the bench token lives.
@@ -33,12 +33,8 @@ pub struct ExecArgs {
     /// Workloads to run (all by default).
     #[arg(long, value_enum, num_args = 1.., default_values_t = [Workload::Transfer, Workload::Erc20, Workload::Conflict])]
     workload: Vec<Workload>,
-    /// Transactions in the block.
-    #[arg(long, default_value_t = 2_500)]
-    block_txs: usize,
-    /// Timed runs per executor; the median is reported.
-    #[arg(long, default_value_t = 9)]
-    runs: usize,
+    #[command(flatten)]
+    block: BlockArgs,
     #[command(flatten)]
     output: Output,
 }
@@ -80,10 +76,10 @@ pub fn run(args: ExecArgs) -> anyhow::Result<()> {
             Workload::Erc20 => (WorkloadKind::Erc20 { token: TOKEN }, Some(TOKEN)),
             Workload::Conflict => (WorkloadKind::Conflict { hot: HOT }, None),
         };
-        let spec = workload_genesis(CHAIN_ID, args.block_txs as u64, token);
+        let spec = workload_genesis(CHAIN_ID, args.block.block_txs as u64, token);
         let state = MemoryState::from_genesis(&spec);
         let txs = verify_serial(
-            signed_workload(kind, &builder, args.block_txs)?,
+            signed_workload(kind, &builder, args.block.block_txs)?,
             CHAIN_ID,
             None,
         )?;
@@ -100,15 +96,15 @@ pub fn run(args: ExecArgs) -> anyhow::Result<()> {
                 .all(|r| r.receipt.status.coerce_status()),
             "{workload:?}: a tx failed"
         );
-        let serial_time = median_time(args.runs, || {
+        let serial_time = median_time(args.block.runs, || {
             execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Validate)
         });
-        let parallel_time = median_time(args.runs, || {
+        let parallel_time = median_time(args.block.runs, || {
             executor.execute(&state, CHAIN_ID, &header, &txs, Mode::Validate)
         });
         workloads.push(WorkloadReport {
             workload: *workload,
-            block_txs: args.block_txs,
+            block_txs: args.block.block_txs,
             threads,
             serial_us: micros(serial_time),
             parallel_us: micros(parallel_time),
@@ -117,7 +113,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<()> {
     }
     println!(
         "execute stage, {} txs per block, {threads} threads, median of {} runs",
-        args.block_txs, args.runs
+        args.block.block_txs, args.block.runs
     );
     println!(
         "{:<10} {:>12} {:>13} {:>9}",

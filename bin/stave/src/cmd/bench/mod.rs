@@ -24,6 +24,17 @@ pub enum BenchCommand {
     Exec(exec::ExecArgs),
 }
 
+/// Block size and repetitions of the single-stage benches.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct BlockArgs {
+    /// Transactions in the block.
+    #[arg(long, default_value_t = 2_500)]
+    block_txs: usize,
+    /// Timed runs per mode; the median is reported.
+    #[arg(long, default_value_t = 9)]
+    runs: usize,
+}
+
 /// Output options every bench shares.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct Output {

@@ -8,7 +8,7 @@ use serde::Serialize;
 use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
 use stave_verify::{SenderCache, Verifier, verify_serial};
 
-use super::{Output, ratio, threads};
+use super::{BlockArgs, Output, ratio, threads};
 
 /// Chain id of the bench workload.
 const CHAIN_ID: u64 = 1337;
@@ -16,12 +16,8 @@ const CHAIN_ID: u64 = 1337;
 /// Arguments of `stave bench verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// Transactions in the block.
-    #[arg(long, default_value_t = 2_500)]
-    block_txs: usize,
-    /// Timed runs per mode; the median is reported.
-    #[arg(long, default_value_t = 9)]
-    runs: usize,
+    #[command(flatten)]
+    block: BlockArgs,
     #[command(flatten)]
     output: Output,
 }
@@ -49,7 +45,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
     let txs = signed_workload(
         WorkloadKind::Transfer,
         &TxBuilder::new(CHAIN_ID, 1_000_000_000),
-        args.block_txs,
+        args.block.block_txs,
     )?;
     let warm = Arc::new(SenderCache::default());
     let reference = verify_serial(txs.clone(), CHAIN_ID, None)?;
@@ -70,7 +66,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
     // Modes take turns run by run, so the machine's drift hits all alike; the transaction
     // copies each run consumes are made outside the timed region.
     let mut times = [Vec::new(), Vec::new(), Vec::new()];
-    for _ in 0..args.runs.max(1) {
+    for _ in 0..args.block.runs.max(1) {
         let input = txs.clone();
         let start = std::time::Instant::now();
         std::hint::black_box(verify_serial(input, CHAIN_ID, None)?);
@@ -89,18 +85,18 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
         t[t.len() / 2]
     });
     let report = Report {
-        block_txs: args.block_txs,
+        block_txs: args.block.block_txs,
         threads,
         serial_ms: ms(serial),
         parallel_cold_ms: ms(cold),
         parallel_warm_ms: ms(warm),
         speedup_parallel_over_serial: ratio(serial.as_secs_f64(), cold.as_secs_f64()),
         speedup_warm_over_cold: ratio(cold.as_secs_f64(), warm.as_secs_f64()),
-        ecrecover_tps_per_core: ratio(args.block_txs as f64, serial.as_secs_f64()),
+        ecrecover_tps_per_core: ratio(args.block.block_txs as f64, serial.as_secs_f64()),
     };
     println!(
         "verify stage, {} txs, {threads} threads, median of {} runs",
-        args.block_txs, args.runs
+        args.block.block_txs, args.block.runs
     );
     println!("{:<24} {:>10}", "mode", "ms");
     println!("{:<24} {:>10.2}", "serial", report.serial_ms);
