@@ -1,0 +1,104 @@
+//! The key-value interface the node writes through, so another backend can replace LMDB.
+
+use crate::error::StorageError;
+
+/// The tables of a Stave data dir. Keys and values are bytes; their encodings belong to
+/// the commit stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Table {
+    /// Block number (u64 big-endian) → header RLP.
+    Headers,
+    /// Block hash → block number.
+    BlockNumbers,
+    /// Block number → body (the offset-indexed transaction list as received).
+    Bodies,
+    /// Block number → receipts.
+    Receipts,
+    /// Transaction hash → (block number, index).
+    TxIndex,
+    /// Address → account.
+    Accounts,
+    /// Address ‖ slot → value.
+    Storage,
+    /// Code hash → code.
+    Code,
+    /// Named values: head, flushed state height.
+    Meta,
+}
+
+impl Table {
+    /// Every table, in a fixed order (the order of the LMDB databases).
+    pub const ALL: [Table; 9] = [
+        Table::Headers,
+        Table::BlockNumbers,
+        Table::Bodies,
+        Table::Receipts,
+        Table::TxIndex,
+        Table::Accounts,
+        Table::Storage,
+        Table::Code,
+        Table::Meta,
+    ];
+
+    /// The table's name in the data dir.
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Headers => "headers",
+            Table::BlockNumbers => "block_numbers",
+            Table::Bodies => "bodies",
+            Table::Receipts => "receipts",
+            Table::TxIndex => "tx_index",
+            Table::Accounts => "accounts",
+            Table::Storage => "storage",
+            Table::Code => "code",
+            Table::Meta => "meta",
+        }
+    }
+
+    pub(crate) fn position(self) -> usize {
+        self as usize
+    }
+}
+
+/// Writes applied together or not at all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    pub(crate) ops: Vec<(Table, Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `key` to `value` in `table`.
+    pub fn put(&mut self, table: Table, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
+        self.ops.push((table, key.into(), Some(value.into())));
+    }
+
+    /// Removes `key` from `table` (no error if absent).
+    pub fn delete(&mut self, table: Table, key: impl Into<Vec<u8>>) {
+        self.ops.push((table, key.into(), None));
+    }
+
+    /// Operations in the batch.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True when the batch holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// A transactional key-value store: reads see only whole batches.
+pub trait KvStore: Send + Sync {
+    /// The value of `key` in `table`.
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
+
+    /// Applies `batch` atomically and durably: when this returns `Ok`, the batch survives a
+    /// crash; when it returns `Err` (or the process dies first), none of it is visible.
+    fn write(&self, batch: WriteBatch) -> Result<(), StorageError>;
+}

@@ -1,0 +1,26 @@
+//! Stave's storage: a key-value interface ([`KvStore`]) with its tables ([`Table`]) and the
+//! embedded default backend on LMDB ([`LmdbStore`]).
+//!
+//! Every write is a [`WriteBatch`] applied in one transaction: a reader, or a node
+//! restarting after `kill -9`, sees all of a batch or none of it. A full map is a clear
+//! [`StorageError::MapFull`], never a half-written block.
+//!
+//! ```
+//! use stave_storage::{KvStore, LmdbStore, Table, WriteBatch};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = LmdbStore::open(dir.path(), 1 << 20)?;
+//! let mut batch = WriteBatch::new();
+//! batch.put(Table::Meta, b"head".to_vec(), 7u64.to_be_bytes().to_vec());
+//! store.write(batch)?;
+//! assert_eq!(store.get(Table::Meta, b"head")?, Some(7u64.to_be_bytes().to_vec()));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+mod kv;
+mod lmdb;
+
+pub use error::StorageError;
+pub use kv::{KvStore, Table, WriteBatch};
+pub use lmdb::{DEFAULT_MAP_SIZE, LmdbStore};
