@@ -16,11 +16,9 @@ use revm::{
     primitives::{KECCAK_EMPTY, StorageKey, StorageValue},
     state::{AccountInfo, Bytecode, EvmState},
 };
+use stave_primitives::{AccountDiff, AccountState, StateDiff};
 
-use crate::{
-    error::StateError,
-    state::{AccountDiff, AccountState, StateDiff, StateReader},
-};
+use crate::{error::StateError, state::StateReader};
 
 /// The block's overlay: the diff so far (behind its lock) over the base state.
 #[derive(Clone, Copy)]

@@ -20,4 +20,5 @@ mod state;
 pub use error::{ExecError, StateError};
 pub use parallel::ParallelExecutor;
 pub use serial::{ExecutionOutcome, Mode, SkippedTx, execute_serial};
-pub use state::{AccountDiff, AccountState, MemoryState, StateDiff, StateReader};
+pub use state::{MemoryState, StateReader};
+pub use stave_primitives::{AccountDiff, AccountState, StateDiff};

@@ -35,14 +35,14 @@ use std::sync::{
 use parking_lot::RwLock;
 
 use revm::context_interface::ContextTr;
-use stave_primitives::{Header, RecoveredTx};
+use stave_primitives::{Header, RecoveredTx, StateDiff};
 
 use crate::{
     db::{BlockDb, Overlay, Read, RecordingDb, View},
     error::ExecError,
     evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
     serial::{ExecutionOutcome, Mode, Tally},
-    state::{StateDiff, StateReader},
+    state::StateReader,
 };
 
 /// A speculative run and what it read.

@@ -8,13 +8,13 @@ use alloy_consensus::Transaction as _;
 use alloy_primitives::U256;
 use parking_lot::RwLock;
 use revm::context_interface::ContextTr;
-use stave_primitives::{Header, Receipt, RecoveredTx};
+use stave_primitives::{Header, Receipt, RecoveredTx, StateDiff};
 
 use crate::{
     db::{BlockDb, Overlay},
     error::ExecError,
     evm::{DeferredRewardHandler, TxRun, block_evm, run_tx},
-    state::{StateDiff, StateReader},
+    state::StateReader,
 };
 
 /// What to do with a transaction that cannot be included.

@@ -1,23 +1,12 @@
 //! What the executor reads (a [`StateReader`]) and what it writes (a [`StateDiff`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use revm::primitives::KECCAK_EMPTY;
-use stave_primitives::ChainSpec;
+use stave_primitives::{AccountState, ChainSpec, StateDiff};
 
 use crate::error::StateError;
-
-/// An account as state stores it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AccountState {
-    /// Transactions sent (or contracts created, for a contract).
-    pub nonce: u64,
-    /// Balance in wei.
-    pub balance: U256,
-    /// keccak-256 of the code; `KECCAK_EMPTY` for an account without code.
-    pub code_hash: B256,
-}
 
 /// Read access to the state before a block: what every executor, serial or parallel,
 /// starts from. Implementations must be safe to read from many threads at once.
@@ -30,28 +19,6 @@ pub trait StateReader: Send + Sync {
     fn code(&self, code_hash: B256) -> Result<Option<Bytes>, StateError>;
     /// The hash of block `number` (for the BLOCKHASH opcode); zero when unknown.
     fn block_hash(&self, number: u64) -> Result<B256, StateError>;
-}
-
-/// How one account changed in a block.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AccountDiff {
-    /// The account after the block; `None` when it was deleted (self-destruct, EIP-161).
-    pub info: Option<AccountState>,
-    /// True when all storage from before the block is gone (deletion or re-creation):
-    /// only `storage` below then holds.
-    pub storage_cleared: bool,
-    /// Slots written in the block, with their final values.
-    pub storage: BTreeMap<U256, U256>,
-}
-
-/// Everything a block changed, in a deterministic (sorted) order: the input of the
-/// commit stage and of the state commitment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StateDiff {
-    /// Changed accounts.
-    pub accounts: BTreeMap<Address, AccountDiff>,
-    /// Code deployed in the block, by hash.
-    pub codes: BTreeMap<B256, Bytes>,
 }
 
 /// The whole state in memory: genesis, tests and benches. Real nodes read through the

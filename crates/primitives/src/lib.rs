@@ -19,6 +19,7 @@ mod error;
 mod header;
 mod merkle;
 mod receipt;
+mod state;
 mod transaction;
 
 pub use alloy_primitives::{Address, B256, Bytes, Signature, U256};
@@ -27,6 +28,7 @@ pub use error::{ChainSpecError, TxError};
 pub use header::{Block, Header, SealedBlock, SealedHeader};
 pub use merkle::merkle_root;
 pub use receipt::{Receipt, new_receipt, receipt_hash};
+pub use state::{AccountDiff, AccountState, StateDiff, state_root};
 pub use transaction::{
     IntrinsicGas, MAX_INITCODE_SIZE, MAX_TX_SIZE, RecoveredTx, SignedTx, TxSummary,
     decode_and_validate,

@@ -22,4 +22,30 @@ pub enum StorageError {
     /// Any other LMDB failure (disk full, I/O error, corruption).
     #[error("storage failure: {0}")]
     Lmdb(heed::Error),
+    /// A block that does not extend the stored head.
+    #[error("block {number} does not extend the stored head {head:?}")]
+    Gap {
+        /// The stored head's number, if any block is stored.
+        head: Option<u64>,
+        /// The block's number.
+        number: u64,
+    },
+    /// A different block is already committed at this height.
+    #[error("block {number} is already committed with hash {stored}, not {offered}")]
+    Conflict {
+        /// The height.
+        number: u64,
+        /// The stored block's hash.
+        stored: alloy_primitives::B256,
+        /// The offered block's hash.
+        offered: alloy_primitives::B256,
+    },
+    /// A stored value does not decode: the data dir is damaged.
+    #[error("corrupt {table} entry: {reason}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
 }

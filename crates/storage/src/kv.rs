@@ -60,10 +60,21 @@ impl Table {
     }
 }
 
-/// Writes applied together or not at all.
+/// One write of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Set a key.
+    Put(Table, Vec<u8>, Vec<u8>),
+    /// Remove a key (no error if absent).
+    Delete(Table, Vec<u8>),
+    /// Remove every key starting with the prefix (an account's storage).
+    DeletePrefix(Table, Vec<u8>),
+}
+
+/// Writes applied together or not at all, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteBatch {
-    pub(crate) ops: Vec<(Table, Vec<u8>, Option<Vec<u8>>)>,
+    pub(crate) ops: Vec<Op>,
 }
 
 impl WriteBatch {
@@ -74,12 +85,22 @@ impl WriteBatch {
 
     /// Sets `key` to `value` in `table`.
     pub fn put(&mut self, table: Table, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
-        self.ops.push((table, key.into(), Some(value.into())));
+        self.ops.push(Op::Put(table, key.into(), value.into()));
     }
 
     /// Removes `key` from `table` (no error if absent).
     pub fn delete(&mut self, table: Table, key: impl Into<Vec<u8>>) {
-        self.ops.push((table, key.into(), None));
+        self.ops.push(Op::Delete(table, key.into()));
+    }
+
+    /// Removes every key of `table` that starts with `prefix`.
+    pub fn delete_prefix(&mut self, table: Table, prefix: impl Into<Vec<u8>>) {
+        self.ops.push(Op::DeletePrefix(table, prefix.into()));
+    }
+
+    /// Appends writes made elsewhere (for example on another thread).
+    pub fn extend(&mut self, ops: impl IntoIterator<Item = Op>) {
+        self.ops.extend(ops);
     }
 
     /// Operations in the batch.

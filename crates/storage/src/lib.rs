@@ -1,7 +1,9 @@
 //! Stave's storage: a key-value interface ([`KvStore`]) with its tables ([`Table`]) and the
 //! embedded default backend on LMDB ([`LmdbStore`]).
 //!
-//! Every write is a [`WriteBatch`] applied in one transaction: a reader, or a node
+//! [`commit::commit_block`] is the commit stage: a block, its receipts and its state diff
+//! encoded in parallel into one batch. Every write is a [`WriteBatch`] applied in one
+//! transaction: a reader, or a node
 //! restarting after `kill -9`, sees all of a batch or none of it. A full map is a clear
 //! [`StorageError::MapFull`], never a half-written block.
 //!
@@ -17,10 +19,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod commit;
 mod error;
 mod kv;
 mod lmdb;
 
 pub use error::StorageError;
-pub use kv::{KvStore, Table, WriteBatch};
+pub use kv::{KvStore, Op, Table, WriteBatch};
 pub use lmdb::{DEFAULT_MAP_SIZE, LmdbStore};

@@ -7,7 +7,7 @@ use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, types::Bytes}
 
 use crate::{
     error::StorageError,
-    kv::{KvStore, Table, WriteBatch},
+    kv::{KvStore, Op, Table, WriteBatch},
 };
 
 /// Default map size: 64 GiB of address space (not of disk: LMDB maps lazily), enough
@@ -89,14 +89,28 @@ impl KvStore for LmdbStore {
 
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
         let mut wtxn = self.env.write_txn().map_err(|e| self.error(e))?;
-        for (table, key, value) in &batch.ops {
-            let db = &self.tables[table.position()];
-            let result = match value {
-                Some(value) => db.put(&mut wtxn, key, value),
-                None => db.delete(&mut wtxn, key).map(drop),
-            };
-            // Dropping `wtxn` on the error path aborts the whole batch.
-            result.map_err(|e| self.error(e))?;
+        for op in &batch.ops {
+            // Dropping `wtxn` on an error path aborts the whole batch.
+            match op {
+                Op::Put(table, key, value) => {
+                    self.tables[table.position()].put(&mut wtxn, key, value)
+                }
+                Op::Delete(table, key) => self.tables[table.position()]
+                    .delete(&mut wtxn, key)
+                    .map(drop),
+                Op::DeletePrefix(table, prefix) => {
+                    let db = &self.tables[table.position()];
+                    let keys: Result<Vec<Vec<u8>>, _> = db
+                        .prefix_iter(&wtxn, prefix)
+                        .map_err(|e| self.error(e))?
+                        .map(|entry| entry.map(|(key, _)| key.to_vec()))
+                        .collect();
+                    keys.map_err(|e| self.error(e))?
+                        .iter()
+                        .try_for_each(|key| db.delete(&mut wtxn, key).map(drop))
+                }
+            }
+            .map_err(|e| self.error(e))?;
         }
         wtxn.commit().map_err(|e| self.error(e))
     }

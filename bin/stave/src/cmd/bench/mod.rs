@@ -4,6 +4,7 @@
 
 mod checkqueue;
 mod codec;
+mod commit;
 mod exec;
 mod verify;
 
@@ -22,6 +23,8 @@ pub enum BenchCommand {
     Verify(verify::VerifyArgs),
     /// The execute stage: serial vs parallel revm on transfer, ERC-20 and conflict blocks.
     Exec(exec::ExecArgs),
+    /// The commit stage: serial vs parallel batch encoding, and the LMDB write.
+    Commit(commit::CommitArgs),
 }
 
 /// Block size and repetitions of the single-stage benches.
@@ -60,6 +63,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Checkqueue(args) => checkqueue::run(args),
         BenchCommand::Verify(args) => verify::run(args),
         BenchCommand::Exec(args) => exec::run(args),
+        BenchCommand::Commit(args) => commit::run(args),
     }
 }
 

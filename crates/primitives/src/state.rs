@@ -1,0 +1,121 @@
+//! State changes: what an account is, and what a block changed. Written by the executor,
+//! stored by the commit stage, committed to by the header's `state_root`.
+
+use std::collections::BTreeMap;
+
+use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
+use rayon::prelude::*;
+
+use crate::merkle::merkle_root;
+
+/// An account as state stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccountState {
+    /// Transactions sent (or contracts created, for a contract).
+    pub nonce: u64,
+    /// Balance in wei.
+    pub balance: U256,
+    /// keccak-256 of the code; `KECCAK_EMPTY` for an account without code.
+    pub code_hash: B256,
+}
+
+/// How one account changed in a block.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccountDiff {
+    /// The account after the block; `None` when it was deleted (self-destruct, EIP-161).
+    pub info: Option<AccountState>,
+    /// True when all storage from before the block is gone (deletion or re-creation):
+    /// only `storage` below then holds.
+    pub storage_cleared: bool,
+    /// Slots written in the block, with their final values.
+    pub storage: BTreeMap<U256, U256>,
+}
+
+/// Everything a block changed, in a deterministic (sorted) order: the input of the
+/// commit stage and of the state commitment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateDiff {
+    /// Changed accounts.
+    pub accounts: BTreeMap<Address, AccountDiff>,
+    /// Code deployed in the block, by hash.
+    pub codes: BTreeMap<B256, Bytes>,
+}
+
+/// The header's `state_root` after a block: `keccak256(parent_root ‖ diff_root)`, where
+/// `diff_root` is the [`merkle_root`] over one hash per changed account (its address, new
+/// fields or deletion, storage-cleared flag, and written slots in slot order) and one per
+/// deployed code, computed in parallel.
+///
+/// What it proves: two nodes with the same genesis and the same root applied the same
+/// sequence of state changes, so their states are equal; a node that executed a block
+/// differently gets a different root. What it does not: it is a hash chain over diffs,
+/// not a trie over the state, so there are no proofs of single accounts (no
+/// `eth_getProof`) and verifying it needs every diff since genesis.
+pub fn state_root(parent_root: B256, diff: &StateDiff) -> B256 {
+    let accounts: Vec<(&Address, &AccountDiff)> = diff.accounts.iter().collect();
+    let mut leaves: Vec<B256> = accounts
+        .par_iter()
+        .map(|(address, change)| {
+            let mut bytes = Vec::with_capacity(20 + 74 + 64 * change.storage.len());
+            bytes.extend_from_slice(address.as_slice());
+            match change.info {
+                Some(info) => {
+                    bytes.push(1);
+                    bytes.extend_from_slice(&info.nonce.to_be_bytes());
+                    bytes.extend_from_slice(&info.balance.to_be_bytes::<32>());
+                    bytes.extend_from_slice(info.code_hash.as_slice());
+                }
+                None => bytes.push(0),
+            }
+            bytes.push(u8::from(change.storage_cleared));
+            for (slot, value) in &change.storage {
+                bytes.extend_from_slice(&slot.to_be_bytes::<32>());
+                bytes.extend_from_slice(&value.to_be_bytes::<32>());
+            }
+            keccak256(bytes)
+        })
+        .collect();
+    leaves.extend(diff.codes.keys().copied());
+    let mut preimage = [0u8; 64];
+    preimage[..32].copy_from_slice(parent_root.as_slice());
+    preimage[32..].copy_from_slice(merkle_root(&leaves).as_slice());
+    keccak256(preimage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn diff(balance: u64) -> StateDiff {
+        let mut diff = StateDiff::default();
+        diff.accounts.insert(
+            Address::with_last_byte(1),
+            AccountDiff {
+                info: Some(AccountState {
+                    nonce: 1,
+                    balance: U256::from(balance),
+                    code_hash: B256::ZERO,
+                }),
+                storage_cleared: false,
+                storage: BTreeMap::from([(U256::from(1), U256::from(2))]),
+            },
+        );
+        diff
+    }
+
+    #[test]
+    fn state_root_commits_to_parent_and_every_change() {
+        let root = state_root(B256::ZERO, &diff(5));
+        assert_eq!(root, state_root(B256::ZERO, &diff(5)));
+        assert_ne!(root, state_root(B256::ZERO, &diff(6)));
+        assert_ne!(root, state_root(B256::repeat_byte(1), &diff(5)));
+        let mut slot = diff(5);
+        slot.accounts.values_mut().for_each(|c| {
+            c.storage.insert(U256::from(1), U256::from(3));
+        });
+        assert_ne!(root, state_root(B256::ZERO, &slot));
+        let mut deleted = diff(5);
+        deleted.accounts.values_mut().for_each(|c| c.info = None);
+        assert_ne!(root, state_root(B256::ZERO, &deleted));
+    }
+}

@@ -1,0 +1,259 @@
+//! The commit stage against LMDB: every table reads back what a real executed block
+//! wrote, serial and parallel encodings agree, and commits are idempotent and ordered.
+
+use std::collections::BTreeMap;
+
+use alloy_primitives::{Address, B256, U256};
+use stave_codec::encode_transactions;
+use stave_exec::{MemoryState, Mode, execute_serial};
+use stave_primitives::{
+    AccountDiff, AccountState, Block, Header, SealedBlock, StateDiff, dev::dev_account,
+};
+use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
+use stave_storage::{
+    KvStore, LmdbStore, StorageError,
+    commit::{
+        BlockToCommit, Committed, account, block_number, commit_block, encode_block_batch, head,
+        header, receipts, storage, tx_location,
+    },
+};
+
+const CHAIN_ID: u64 = 1337;
+
+struct Fixture {
+    block: SealedBlock,
+    body: Vec<u8>,
+    receipts: Vec<stave_primitives::Receipt>,
+    diff: StateDiff,
+}
+
+impl Fixture {
+    fn input(&self) -> BlockToCommit<'_> {
+        BlockToCommit {
+            block: &self.block,
+            body: &self.body,
+            receipts: &self.receipts,
+            diff: &self.diff,
+        }
+    }
+}
+
+fn genesis() -> Fixture {
+    let block = Block {
+        header: Header {
+            number: 0,
+            gas_limit: 30_000_000,
+            ..Header::default()
+        },
+        transactions: vec![],
+    };
+    Fixture {
+        block: block.seal(),
+        body: encode_transactions(&[]).expect("empty"),
+        receipts: vec![],
+        diff: StateDiff::default(),
+    }
+}
+
+/// Block 1: `n` transfers from the dev accounts, executed for real.
+fn block_one(parent: B256, n: usize) -> Fixture {
+    let state = MemoryState::from_genesis(&workload_genesis(CHAIN_ID, n as u64, None));
+    let txs = signed_workload(
+        WorkloadKind::Transfer,
+        &TxBuilder::new(CHAIN_ID, 1_000_000_000),
+        n,
+    )
+    .expect("signs");
+    let recovered = recovered_by_known_keys(txs.clone());
+    let mut header = Header {
+        parent_hash: parent,
+        number: 1,
+        gas_limit: 30_000_000,
+        base_fee_per_gas: 7,
+        proposer: Address::repeat_byte(0xb0),
+        ..Header::default()
+    };
+    let outcome =
+        execute_serial(&state, CHAIN_ID, &header, &recovered, Mode::Validate).expect("executes");
+    header.gas_used = outcome.gas_used;
+    let mut block = Block {
+        header,
+        transactions: txs,
+    };
+    block.header.transactions_root = block.compute_transactions_root();
+    Fixture {
+        body: encode_transactions(&block.transactions).expect("encodes"),
+        block: block.seal(),
+        receipts: outcome.receipts,
+        diff: outcome.diff,
+    }
+}
+
+/// Senders by their known keys (the verify stage is not under test here).
+fn recovered_by_known_keys(
+    txs: Vec<stave_primitives::SignedTx>,
+) -> Vec<stave_primitives::RecoveredTx> {
+    txs.into_iter()
+        .enumerate()
+        .map(|(i, tx)| stave_primitives::RecoveredTx {
+            tx,
+            sender: dev_account(i as u64).address,
+        })
+        .collect()
+}
+
+fn open() -> (tempfile::TempDir, LmdbStore) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+    (dir, store)
+}
+
+#[test]
+fn every_table_reads_back_what_the_block_wrote() {
+    let (_dir, store) = open();
+    let genesis = genesis();
+    assert_eq!(
+        commit_block(&store, &genesis.input(), true).expect("commits"),
+        Committed::New
+    );
+    let one = block_one(genesis.block.hash(), 40);
+    assert_eq!(
+        commit_block(&store, &one.input(), true).expect("commits"),
+        Committed::New
+    );
+
+    assert_eq!(head(&store).expect("reads"), Some((1, one.block.hash())));
+    assert_eq!(
+        header(&store, 1).expect("reads").as_ref(),
+        Some(one.block.header())
+    );
+    assert_eq!(
+        block_number(&store, one.block.hash()).expect("reads"),
+        Some(1)
+    );
+    assert_eq!(
+        receipts(&store, 1).expect("reads"),
+        Some(one.receipts.clone())
+    );
+    for (i, tx) in one.block.transactions().iter().enumerate() {
+        assert_eq!(
+            tx_location(&store, tx.hash()).expect("reads"),
+            Some((1, i as u32))
+        );
+    }
+    assert_eq!(
+        store
+            .get(stave_storage::Table::Bodies, &1u64.to_be_bytes())
+            .expect("reads"),
+        Some(one.body.clone())
+    );
+    for (address, change) in &one.diff.accounts {
+        assert_eq!(
+            account(&store, *address).expect("reads"),
+            change.info,
+            "{address}"
+        );
+    }
+    // The proposer got the fees.
+    assert!(
+        account(&store, Address::repeat_byte(0xb0))
+            .expect("reads")
+            .is_some_and(|a| a.balance > U256::ZERO)
+    );
+}
+
+#[test]
+fn serial_and_parallel_encodings_are_identical() {
+    let one = block_one(B256::ZERO, 300);
+    assert_eq!(
+        encode_block_batch(&one.input(), true),
+        encode_block_batch(&one.input(), false)
+    );
+}
+
+#[test]
+fn committing_again_is_a_no_op_and_other_blocks_are_refused() {
+    let (_dir, store) = open();
+    let genesis = genesis();
+    commit_block(&store, &genesis.input(), false).expect("commits");
+    let one = block_one(genesis.block.hash(), 5);
+    commit_block(&store, &one.input(), false).expect("commits");
+    assert_eq!(
+        commit_block(&store, &one.input(), true).expect("redelivery"),
+        Committed::AlreadyStored
+    );
+    assert_eq!(
+        commit_block(&store, &genesis.input(), true).expect("redelivery"),
+        Committed::AlreadyStored
+    );
+    assert_eq!(head(&store).expect("reads"), Some((1, one.block.hash())));
+
+    let other = block_one(B256::repeat_byte(9), 6);
+    assert!(matches!(
+        commit_block(&store, &other.input(), true),
+        Err(StorageError::Conflict { number: 1, .. })
+    ));
+    let mut far = block_one(one.block.hash(), 1).block.unseal();
+    far.header.number = 3;
+    let far = Fixture {
+        block: far.seal(),
+        body: vec![0; 8],
+        receipts: vec![],
+        diff: StateDiff::default(),
+    };
+    assert!(matches!(
+        commit_block(&store, &far.input(), true),
+        Err(StorageError::Gap {
+            head: Some(1),
+            number: 3
+        })
+    ));
+}
+
+#[test]
+fn a_cleared_account_loses_its_old_storage() {
+    let (_dir, store) = open();
+    let owner = Address::repeat_byte(0x33);
+    let info = Some(AccountState {
+        nonce: 1,
+        balance: U256::ZERO,
+        code_hash: B256::repeat_byte(1),
+    });
+    let mut genesis = genesis();
+    genesis.diff.accounts.insert(
+        owner,
+        AccountDiff {
+            info,
+            storage_cleared: false,
+            storage: BTreeMap::from([
+                (U256::from(1), U256::from(10)),
+                (U256::from(2), U256::from(20)),
+            ]),
+        },
+    );
+    commit_block(&store, &genesis.input(), true).expect("commits");
+    assert_eq!(
+        storage(&store, owner, U256::from(2)).expect("reads"),
+        U256::from(20)
+    );
+
+    let mut one = block_one(genesis.block.hash(), 1);
+    one.diff.accounts.insert(
+        owner,
+        AccountDiff {
+            info,
+            storage_cleared: true,
+            storage: BTreeMap::from([(U256::from(1), U256::from(11))]),
+        },
+    );
+    commit_block(&store, &one.input(), true).expect("commits");
+    assert_eq!(
+        storage(&store, owner, U256::from(1)).expect("reads"),
+        U256::from(11)
+    );
+    assert_eq!(
+        storage(&store, owner, U256::from(2)).expect("reads"),
+        U256::ZERO,
+        "cleared"
+    );
+}
