@@ -54,72 +54,70 @@ pub enum Committed {
     AlreadyStored,
 }
 
-/// The stored head: number and hash of the last committed block.
-pub fn head(store: &dyn KvStore) -> Result<Option<(u64, B256)>, StorageError> {
+/// Reads `key` from `table` and decodes it; a value that does not decode is `Corrupt`.
+fn read<T>(
+    store: &dyn KvStore,
+    table: Table,
+    key: &[u8],
+    decode: impl FnOnce(&[u8]) -> Option<T>,
+) -> Result<Option<T>, StorageError> {
     store
-        .get(Table::Meta, HEAD_KEY)?
-        .map(|bytes| decode_head(&bytes))
+        .get(table, key)?
+        .map(|bytes| {
+            decode(&bytes).ok_or_else(|| StorageError::Corrupt {
+                table: table.name(),
+                reason: format!("a {}-byte value does not decode", bytes.len()),
+            })
+        })
         .transpose()
 }
 
-fn decode_head(bytes: &[u8]) -> Result<(u64, B256), StorageError> {
-    let corrupt = || StorageError::Corrupt {
-        table: "meta",
-        reason: "head is not 40 bytes".into(),
-    };
-    let (number, hash) = bytes.split_first_chunk::<8>().ok_or_else(corrupt)?;
-    let hash: [u8; 32] = hash.try_into().map_err(|_| corrupt())?;
-    Ok((u64::from_be_bytes(*number), B256::from(hash)))
+/// Splits `bytes` into a fixed-size head and the rest.
+fn split<const N: usize>(bytes: &[u8]) -> Option<(&[u8; N], &[u8])> {
+    bytes.split_first_chunk::<N>()
+}
+
+/// The stored head: number and hash of the last committed block.
+pub fn head(store: &dyn KvStore) -> Result<Option<(u64, B256)>, StorageError> {
+    read(store, Table::Meta, HEAD_KEY, |bytes| {
+        let (number, hash) = split::<8>(bytes)?;
+        Some((u64::from_be_bytes(*number), B256::try_from(hash).ok()?))
+    })
 }
 
 /// The header stored at `number`.
 pub fn header(store: &dyn KvStore, number: u64) -> Result<Option<Header>, StorageError> {
-    store
-        .get(Table::Headers, &number.to_be_bytes())?
-        .map(|bytes| {
-            Header::decode(&mut bytes.as_slice()).map_err(|e| StorageError::Corrupt {
-                table: "headers",
-                reason: e.to_string(),
-            })
-        })
-        .transpose()
+    read(store, Table::Headers, &number.to_be_bytes(), |mut bytes| {
+        Header::decode(&mut bytes).ok()
+    })
 }
 
 /// The number of the stored block with this hash.
 pub fn block_number(store: &dyn KvStore, hash: B256) -> Result<Option<u64>, StorageError> {
-    store
-        .get(Table::BlockNumbers, hash.as_slice())?
-        .map(|b| decode_u64("block_numbers", &b))
-        .transpose()
+    read(store, Table::BlockNumbers, hash.as_slice(), |bytes| {
+        Some(u64::from_be_bytes(bytes.try_into().ok()?))
+    })
 }
 
 /// Where a stored transaction is: block number and index.
 pub fn tx_location(store: &dyn KvStore, hash: B256) -> Result<Option<(u64, u32)>, StorageError> {
-    store
-        .get(Table::TxIndex, hash.as_slice())?
-        .map(|bytes| {
-            let corrupt = || StorageError::Corrupt {
-                table: "tx_index",
-                reason: "not 12 bytes".into(),
-            };
-            let (number, index) = bytes.split_first_chunk::<8>().ok_or_else(corrupt)?;
-            let index: [u8; 4] = index.try_into().map_err(|_| corrupt())?;
-            Ok((u64::from_be_bytes(*number), u32::from_be_bytes(index)))
-        })
-        .transpose()
+    read(store, Table::TxIndex, hash.as_slice(), |bytes| {
+        let (number, index) = split::<8>(bytes)?;
+        Some((
+            u64::from_be_bytes(*number),
+            u32::from_be_bytes(index.try_into().ok()?),
+        ))
+    })
 }
 
 /// The receipts stored for block `number`.
 pub fn receipts(store: &dyn KvStore, number: u64) -> Result<Option<Vec<Receipt>>, StorageError> {
-    store
-        .get(Table::Receipts, &number.to_be_bytes())?
-        .map(|bytes| {
-            Vec::<Receipt>::decode(&mut bytes.as_slice()).map_err(|e| StorageError::Corrupt {
-                table: "receipts",
-                reason: e.to_string(),
-            })
-        })
-        .transpose()
+    read(
+        store,
+        Table::Receipts,
+        &number.to_be_bytes(),
+        |mut bytes| Vec::<Receipt>::decode(&mut bytes).ok(),
+    )
 }
 
 /// The stored account at `address`.
@@ -127,39 +125,26 @@ pub fn account(
     store: &dyn KvStore,
     address: Address,
 ) -> Result<Option<AccountState>, StorageError> {
-    store
-        .get(Table::Accounts, address.as_slice())?
-        .map(|bytes| {
-            let corrupt = || StorageError::Corrupt {
-                table: "accounts",
-                reason: "not 72 bytes".into(),
-            };
-            let (nonce, rest) = bytes.split_first_chunk::<8>().ok_or_else(corrupt)?;
-            let (balance, code_hash) = rest.split_first_chunk::<32>().ok_or_else(corrupt)?;
-            let code_hash: [u8; 32] = code_hash.try_into().map_err(|_| corrupt())?;
-            Ok(AccountState {
-                nonce: u64::from_be_bytes(*nonce),
-                balance: U256::from_be_bytes(*balance),
-                code_hash: B256::from(code_hash),
-            })
+    read(store, Table::Accounts, address.as_slice(), |bytes| {
+        let (nonce, rest) = split::<8>(bytes)?;
+        let (balance, code_hash) = split::<32>(rest)?;
+        Some(AccountState {
+            nonce: u64::from_be_bytes(*nonce),
+            balance: U256::from_be_bytes(*balance),
+            code_hash: B256::try_from(code_hash).ok()?,
         })
-        .transpose()
+    })
 }
 
 /// The stored value of storage `slot` of `address` (zero when absent).
 pub fn storage(store: &dyn KvStore, address: Address, slot: U256) -> Result<U256, StorageError> {
-    Ok(store
-        .get(Table::Storage, &storage_key(address, slot))?
-        .map(|bytes| U256::from_be_slice(&bytes))
-        .unwrap_or_default())
-}
-
-fn decode_u64(table: &'static str, bytes: &[u8]) -> Result<u64, StorageError> {
-    let bytes: [u8; 8] = bytes.try_into().map_err(|_| StorageError::Corrupt {
-        table,
-        reason: "not 8 bytes".into(),
-    })?;
-    Ok(u64::from_be_bytes(bytes))
+    let value = read(
+        store,
+        Table::Storage,
+        &storage_key(address, slot),
+        |bytes| (bytes.len() == 32).then(|| U256::from_be_slice(bytes)),
+    )?;
+    Ok(value.unwrap_or_default())
 }
 
 fn storage_key(address: Address, slot: U256) -> Vec<u8> {

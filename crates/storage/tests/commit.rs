@@ -257,3 +257,32 @@ fn a_cleared_account_loses_its_old_storage() {
         "cleared"
     );
 }
+
+#[test]
+fn a_value_that_does_not_decode_is_reported_as_corrupt_with_its_table() {
+    let (_dir, store) = open();
+    let address = Address::repeat_byte(0x44);
+    let mut batch = stave_storage::WriteBatch::new();
+    batch.put(
+        stave_storage::Table::Accounts,
+        address.to_vec(),
+        vec![1, 2, 3],
+    );
+    batch.put(stave_storage::Table::Meta, b"head".to_vec(), vec![0; 7]);
+    store.write(batch).expect("writes");
+    let err = account(&store, address).expect_err("corrupt");
+    assert!(
+        matches!(
+            err,
+            StorageError::Corrupt {
+                table: "accounts",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(matches!(
+        head(&store),
+        Err(StorageError::Corrupt { table: "meta", .. })
+    ));
+}

@@ -12,18 +12,9 @@ use stave_storage::{
 };
 use stave_verify::verify_serial;
 
-use super::{BlockArgs, Output, median_time, micros, ratio, threads};
+use super::{StageArgs, median_time, micros, ratio, threads};
 
 const CHAIN_ID: u64 = 1337;
-
-/// Arguments of `stave bench commit`.
-#[derive(Debug, clap::Args)]
-pub struct CommitArgs {
-    #[command(flatten)]
-    block: BlockArgs,
-    #[command(flatten)]
-    output: Output,
-}
 
 /// The JSON line.
 #[derive(Debug, Serialize)]
@@ -40,7 +31,7 @@ struct Report {
 }
 
 /// Runs the commit bench.
-pub fn run(args: CommitArgs) -> anyhow::Result<()> {
+pub fn run(args: StageArgs) -> anyhow::Result<()> {
     let n = args.block.block_txs;
     let state = MemoryState::from_genesis(&workload_genesis(CHAIN_ID, n as u64, None));
     let txs = signed_workload(

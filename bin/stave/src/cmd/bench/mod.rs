@@ -20,11 +20,11 @@ pub enum BenchCommand {
     /// The lock-free check queue vs Bitcoin Core's mutex queue vs rayon.
     Checkqueue(checkqueue::CheckqueueArgs),
     /// The verify stage: serial vs parallel sender recovery, cold vs warm sender cache.
-    Verify(verify::VerifyArgs),
+    Verify(StageArgs),
     /// The execute stage: serial vs parallel revm on transfer, ERC-20 and conflict blocks.
     Exec(exec::ExecArgs),
     /// The commit stage: serial vs parallel batch encoding, and the LMDB write.
-    Commit(commit::CommitArgs),
+    Commit(StageArgs),
 }
 
 /// Block size and repetitions of the single-stage benches.
@@ -36,6 +36,15 @@ pub struct BlockArgs {
     /// Timed runs per mode; the median is reported.
     #[arg(long, default_value_t = 9)]
     runs: usize,
+}
+
+/// Arguments of the single-stage benches that take nothing else.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct StageArgs {
+    #[command(flatten)]
+    block: BlockArgs,
+    #[command(flatten)]
+    output: Output,
 }
 
 /// Output options every bench shares.

@@ -3,24 +3,14 @@
 
 use std::{sync::Arc, time::Duration};
 
-use clap::Args;
 use serde::Serialize;
 use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
 use stave_verify::{SenderCache, Verifier, verify_serial};
 
-use super::{BlockArgs, Output, ratio, threads};
+use super::{StageArgs, ratio, threads};
 
 /// Chain id of the bench workload.
 const CHAIN_ID: u64 = 1337;
-
-/// Arguments of `stave bench verify`.
-#[derive(Debug, Args)]
-pub struct VerifyArgs {
-    #[command(flatten)]
-    block: BlockArgs,
-    #[command(flatten)]
-    output: Output,
-}
 
 /// The JSON line.
 #[derive(Debug, Serialize)]
@@ -40,7 +30,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Runs the verify bench.
-pub fn run(args: VerifyArgs) -> anyhow::Result<()> {
+pub fn run(args: StageArgs) -> anyhow::Result<()> {
     let threads = threads();
     let txs = signed_workload(
         WorkloadKind::Transfer,
