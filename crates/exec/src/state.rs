@@ -2,8 +2,7 @@
 
 use std::collections::HashMap;
 
-use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
-use revm::primitives::KECCAK_EMPTY;
+use alloy_primitives::{Address, B256, Bytes, U256};
 use stave_primitives::{AccountState, ChainSpec, StateDiff};
 
 use crate::error::StateError;
@@ -34,33 +33,7 @@ impl MemoryState {
     /// The state a genesis describes.
     pub fn from_genesis(spec: &ChainSpec) -> Self {
         let mut state = Self::default();
-        for (address, account) in spec.alloc() {
-            let code = account.code.clone().unwrap_or_default();
-            let code_hash = if code.is_empty() {
-                KECCAK_EMPTY
-            } else {
-                keccak256(&code)
-            };
-            if !code.is_empty() {
-                state.codes.insert(code_hash, code);
-            }
-            state.accounts.insert(
-                *address,
-                AccountState {
-                    nonce: account.nonce.unwrap_or(0),
-                    balance: account.balance,
-                    code_hash,
-                },
-            );
-            for (slot, value) in account.storage.iter().flatten() {
-                let value = U256::from_be_bytes(value.0);
-                if !value.is_zero() {
-                    state
-                        .storage
-                        .insert((*address, U256::from_be_bytes(slot.0)), value);
-                }
-            }
-        }
+        state.apply(&StateDiff::from_genesis(spec));
         state
     }
 

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
+use alloy_primitives::{Address, B256, Bytes, KECCAK256_EMPTY, U256, keccak256};
 use rayon::prelude::*;
 
-use crate::merkle::merkle_root;
+use crate::{ChainSpec, merkle::merkle_root};
 
 /// An account as state stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +39,45 @@ pub struct StateDiff {
     pub accounts: BTreeMap<Address, AccountDiff>,
     /// Code deployed in the block, by hash.
     pub codes: BTreeMap<B256, Bytes>,
+}
+
+impl StateDiff {
+    /// The state a genesis creates, as a diff over nothing: block 0's changes.
+    pub fn from_genesis(spec: &ChainSpec) -> Self {
+        let mut diff = Self::default();
+        for (address, account) in spec.alloc() {
+            let code = account.code.clone().unwrap_or_default();
+            let code_hash = if code.is_empty() {
+                KECCAK256_EMPTY
+            } else {
+                keccak256(&code)
+            };
+            if !code.is_empty() {
+                diff.codes.insert(code_hash, code);
+            }
+            let storage = account
+                .storage
+                .iter()
+                .flatten()
+                .map(|(slot, value)| (U256::from_be_bytes(slot.0), U256::from_be_bytes(value.0)))
+                .filter(|(_, value)| !value.is_zero())
+                .collect();
+            let info = AccountState {
+                nonce: account.nonce.unwrap_or(0),
+                balance: account.balance,
+                code_hash,
+            };
+            diff.accounts.insert(
+                *address,
+                AccountDiff {
+                    info: Some(info),
+                    storage_cleared: true,
+                    storage,
+                },
+            );
+        }
+        diff
+    }
 }
 
 /// The header's `state_root` after a block: `keccak256(parent_root ‖ diff_root)`, where

@@ -2,6 +2,7 @@
 
 mod bench;
 mod block;
+mod chain;
 mod genesis;
 mod input;
 mod keys;
@@ -24,6 +25,10 @@ pub enum Command {
     /// Write genesis files.
     #[command(subcommand)]
     Genesis(genesis::GenesisCommand),
+    /// Import a block stream into a data dir through the full pipeline (resumes).
+    Import(chain::ImportArgs),
+    /// Export a data dir's blocks as a block stream.
+    Export(chain::ExportArgs),
     /// Run a measured workload and report throughput stage by stage.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -36,6 +41,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Tx(cmd) => tx::run(cmd),
         Command::Block(cmd) => block::run(cmd),
         Command::Genesis(cmd) => genesis::run(cmd),
+        Command::Import(args) => chain::import(args),
+        Command::Export(args) => chain::export(args),
         Command::Bench(cmd) => bench::run(cmd),
     }
 }

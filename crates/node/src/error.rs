@@ -1,0 +1,62 @@
+//! Why a block could not be imported or built.
+
+use alloy_primitives::B256;
+use stave_codec::CodecError;
+use stave_exec::ExecError;
+use stave_storage::StorageError;
+use stave_verify::VerifyError;
+
+/// Why the import pipeline refused a block or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// The bytes are not a valid block (decode stage).
+    #[error("block does not decode: {0}")]
+    Decode(#[from] CodecError),
+    /// A transaction's signature or stateless rules failed (verify stage).
+    #[error("block {number}: {source}")]
+    Verify {
+        /// The block's number.
+        number: u64,
+        /// What failed.
+        source: VerifyError,
+    },
+    /// Execution failed or found an invalid transaction (execute stage).
+    #[error("block {number}: {source}")]
+    Execute {
+        /// The block's number.
+        number: u64,
+        /// What failed.
+        source: ExecError,
+    },
+    /// The block does not extend the stored head.
+    #[error("block {number} has parent {parent}, but the head is block {head_number} ({head})")]
+    NotChild {
+        /// The block's number.
+        number: u64,
+        /// Its parent hash.
+        parent: B256,
+        /// The stored head's number.
+        head_number: u64,
+        /// The stored head's hash.
+        head: B256,
+    },
+    /// Executing the block gave another result than its header claims.
+    #[error("block {number}: header says {field} {claimed}, execution gives {computed}")]
+    HeaderMismatch {
+        /// The block's number.
+        number: u64,
+        /// Which field.
+        field: &'static str,
+        /// What the header says.
+        claimed: String,
+        /// What execution produced.
+        computed: String,
+    },
+    /// The data dir has no genesis block: initialise it first.
+    #[error("the data dir holds no chain: initialise it with a genesis")]
+    NoGenesis,
+    /// Storage failed (commit stage or a state read).
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}

@@ -1,0 +1,15 @@
+//! Wiring the stages into a node: the import pipeline (decode → verify → execute →
+//! commit), block building, and the genesis of a data dir.
+//!
+//! [`Chain`] owns the stages for one data dir: [`Chain::import`] takes an encoded block
+//! through every stage and refuses it with a typed [`ImportError`] if any stage or the
+//! header's roots disagree; [`Chain::build`] makes and commits the next block from
+//! transactions. [`DiskState`] is the executor's view of committed state.
+
+mod chain;
+mod disk_state;
+mod error;
+
+pub use chain::{Chain, Imported, genesis};
+pub use disk_state::DiskState;
+pub use error::ImportError;
