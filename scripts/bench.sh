@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The main job: build the release binary and run the stage benchmarks that exist so far
-# (`stave bench pipeline`, the end-to-end one, replaces them as it lands).
+# The main job: build the release binary, run `stave bench pipeline` (10,000 transfers in
+# 2,500-tx blocks imported with every stage serial, then parallel, on the embedded LMDB
+# default), then the single-stage benches. Extra arguments (say `--json`) go to each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/stave-target}"
 cargo build --release --locked -p stave
 stave="$CARGO_TARGET_DIR/release/stave"
+"$stave" bench pipeline "$@"
 "$stave" bench codec "$@"
 "$stave" bench checkqueue "$@"
 "$stave" bench verify "$@"

@@ -10,7 +10,7 @@ use stave_primitives::{Block, Header, SealedBlock, SignedTx, merkle_root};
 
 use crate::{
     error::CodecError,
-    transactions::{decode_transactions, encode_transactions},
+    transactions::{decode_transactions, decode_transactions_serial, encode_transactions},
 };
 
 /// Encodes a block: its header's RLP and its transactions as an offset-indexed list
@@ -39,6 +39,19 @@ pub fn encode_block_parts(header: &Header, body: &[u8]) -> Vec<u8> {
 /// The block hash is keccak-256 of the header bytes exactly as received, after checking
 /// that they are the canonical encoding of the decoded header.
 pub fn decode_block(bytes: &[u8]) -> Result<SealedBlock, CodecError> {
+    decode_block_with(bytes, decode_transactions)
+}
+
+/// [`decode_block`] with the transactions decoded on the calling thread: the serial
+/// baseline of the decode stage.
+pub fn decode_block_serial(bytes: &[u8]) -> Result<SealedBlock, CodecError> {
+    decode_block_with(bytes, decode_transactions_serial)
+}
+
+fn decode_block_with(
+    bytes: &[u8],
+    decode_list: fn(&[u8]) -> Result<Vec<SignedTx>, CodecError>,
+) -> Result<SealedBlock, CodecError> {
     let mut buf = bytes;
     let outer = alloy_rlp::Header::decode(&mut buf)?;
     if !outer.list {
@@ -65,7 +78,7 @@ pub fn decode_block(bytes: &[u8]) -> Result<SealedBlock, CodecError> {
             got: outer.payload_length - buf.len(),
         }));
     }
-    let transactions = decode_transactions(body)?;
+    let transactions = decode_list(body)?;
     let hashes: Vec<B256> = transactions.iter().map(SignedTx::hash).collect();
     let transactions_root = merkle_root(&hashes);
     if transactions_root != header.transactions_root {

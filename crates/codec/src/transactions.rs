@@ -20,3 +20,16 @@ pub fn decode_transactions(bytes: &[u8]) -> Result<Vec<SignedTx>, CodecError> {
         .par_decode(SignedTx::decode)
         .map_err(|(index, source)| CodecError::Transaction { index, source })
 }
+
+/// Decodes an offset-indexed transaction list on the calling thread, item after item:
+/// the serial baseline of the decode stage (same checks, same result as
+/// [`decode_transactions`]).
+pub fn decode_transactions_serial(bytes: &[u8]) -> Result<Vec<SignedTx>, CodecError> {
+    IndexedList::parse(bytes)?
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            SignedTx::decode(item).map_err(|source| CodecError::Transaction { index, source })
+        })
+        .collect()
+}

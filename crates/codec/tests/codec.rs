@@ -6,7 +6,8 @@ mod support;
 use alloy_primitives::{Address, B256, Bytes};
 use proptest::prelude::*;
 use stave_codec::{
-    CodecError, IndexedList, decode_block, decode_transactions, encode_block, encode_transactions,
+    CodecError, IndexedList, decode_block, decode_block_serial, decode_transactions,
+    decode_transactions_serial, encode_block, encode_transactions,
 };
 use stave_primitives::{Block, Header, SignedTx, decode_and_validate};
 use support::mixed_tx;
@@ -41,6 +42,7 @@ proptest! {
         prop_assert_eq!(bytes.len(), 4 * list.len() + 8 + list.iter().map(SignedTx::encoded_len).sum::<usize>());
         let decoded = decode_transactions(&bytes).expect("decodes");
         prop_assert_eq!(&decoded, &list);
+        prop_assert_eq!(&decode_transactions_serial(&bytes).expect("decodes"), &list);
         for (tx, original) in decoded.iter().zip(&list) {
             prop_assert_eq!(tx.hash(), original.hash());
         }
@@ -84,6 +86,11 @@ fn every_single_byte_mutation_decodes_or_is_an_error() {
                 // Either outcome is fine; reaching the next line without a panic is the test.
                 let _ = decode_transactions(&mutated);
                 let _ = decode_block(&mutated);
+                assert_eq!(
+                    decode_block(&mutated),
+                    decode_block_serial(&mutated),
+                    "at {at}"
+                );
             }
         }
     }

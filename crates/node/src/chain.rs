@@ -6,8 +6,13 @@
 //! check the header's gas used, receipts root and state root → commit (one LMDB write).
 //! Stages run one block at a time here; overlapping consecutive blocks is issue 8.
 
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
 use alloy_primitives::B256;
-use stave_codec::{decode_block, encode_block_parts, encode_transactions};
+use stave_codec::{decode_block, decode_block_serial, encode_block_parts, encode_transactions};
 use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor};
 use stave_primitives::{
     Block, ChainSpec, Header, Receipt, RecoveredTx, SealedBlock, StateDiff, merkle_root,
@@ -17,7 +22,7 @@ use stave_storage::{
     KvStore, Table,
     commit::{BlockToCommit, Committed, commit_block, head, header},
 };
-use stave_verify::Verifier;
+use stave_verify::{SenderCache, Verifier, verify_serial};
 
 use crate::{disk_state::DiskState, error::ImportError};
 
@@ -50,11 +55,45 @@ pub fn genesis(spec: &ChainSpec) -> (SealedBlock, StateDiff) {
     )
 }
 
+/// How the stages run: the node always runs [`Parallelism::Parallel`]; the serial mode is
+/// the baseline `stave bench pipeline` measures against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parallelism {
+    /// Every stage on the calling thread.
+    Serial,
+    /// Every stage on all its threads.
+    Parallel,
+}
+
+/// Wall time each stage spent on one block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageTimes {
+    /// Decoding the block and checking its transactions root.
+    pub decode: Duration,
+    /// Recovering senders.
+    pub verify: Duration,
+    /// Executing and checking the header's roots.
+    pub execute: Duration,
+    /// Encoding and writing the block, receipts and state.
+    pub commit: Duration,
+}
+
+impl std::ops::AddAssign for StageTimes {
+    fn add_assign(&mut self, other: Self) {
+        self.decode += other.decode;
+        self.verify += other.verify;
+        self.execute += other.execute;
+        self.commit += other.commit;
+    }
+}
+
 /// A data dir's chain: its store, its chain id, and the verify and execute stages.
 pub struct Chain<'s> {
     store: &'s dyn KvStore,
     chain_id: u64,
+    parallelism: Parallelism,
     verifier: Verifier,
+    cache: Option<Arc<SenderCache>>,
     executor: ParallelExecutor,
 }
 
@@ -67,6 +106,8 @@ pub struct Imported {
     pub hash: B256,
     /// False when the block was already stored (a redelivery).
     pub new: bool,
+    /// Time per stage.
+    pub times: StageTimes,
 }
 
 impl<'s> Chain<'s> {
@@ -76,6 +117,18 @@ impl<'s> Chain<'s> {
         store: &'s dyn KvStore,
         spec: &ChainSpec,
         threads: usize,
+    ) -> Result<Self, ImportError> {
+        Self::open_with(store, spec, threads, Parallelism::Parallel, None)
+    }
+
+    /// [`Chain::open`] with a choice of parallelism and a sender cache (filled by txpool
+    /// admission) that the verify stage consults.
+    pub fn open_with(
+        store: &'s dyn KvStore,
+        spec: &ChainSpec,
+        threads: usize,
+        parallelism: Parallelism,
+        cache: Option<Arc<SenderCache>>,
     ) -> Result<Self, ImportError> {
         let (block, diff) = genesis(spec);
         let body = encode_transactions(&[])?;
@@ -89,7 +142,9 @@ impl<'s> Chain<'s> {
         Ok(Self {
             store,
             chain_id: spec.chain_id(),
-            verifier: Verifier::new(spec.chain_id(), threads, None),
+            parallelism,
+            verifier: Verifier::new(spec.chain_id(), threads, cache.clone()),
+            cache,
             executor: ParallelExecutor::new(threads),
         })
     }
@@ -110,18 +165,24 @@ impl<'s> Chain<'s> {
         txs: &[RecoveredTx],
         mode: Mode,
     ) -> Result<ExecutionOutcome, ImportError> {
-        self.executor
-            .execute(
-                &DiskState::new(self.store),
-                self.chain_id,
-                header,
-                txs,
-                mode,
-            )
-            .map_err(|source| ImportError::Execute {
-                number: header.number,
-                source,
-            })
+        let state = DiskState::new(self.store);
+        match self.parallelism {
+            Parallelism::Parallel => {
+                self.executor
+                    .execute(&state, self.chain_id, header, txs, mode)
+            }
+            Parallelism::Serial => {
+                stave_exec::execute_serial(&state, self.chain_id, header, txs, mode)
+            }
+        }
+        .map_err(|source| ImportError::Execute {
+            number: header.number,
+            source: Box::new(source),
+        })
+    }
+
+    fn parallel(&self) -> bool {
+        self.parallelism == Parallelism::Parallel
     }
 
     /// Builds the next block from `txs` (invalid ones are left out), commits it, and
@@ -159,7 +220,7 @@ impl<'s> Chain<'s> {
             receipts: &outcome.receipts,
             diff: &outcome.diff,
         };
-        commit_block(self.store, &input, true)?;
+        commit_block(self.store, &input, self.parallel())?;
         Ok(encoded)
     }
 
@@ -178,7 +239,14 @@ impl<'s> Chain<'s> {
     /// Runs an encoded block through decode, verify, execute and commit. A block already
     /// stored is accepted again without effect.
     pub fn import(&mut self, bytes: &[u8]) -> Result<Imported, ImportError> {
-        let block = decode_block(bytes)?;
+        let mut times = StageTimes::default();
+        let clock = Instant::now();
+        let block = if self.parallel() {
+            decode_block(bytes)?
+        } else {
+            decode_block_serial(bytes)?
+        };
+        times.decode = clock.elapsed();
         let number = block.number();
         let (head_number, head_hash) = self.head()?;
         if number <= head_number {
@@ -188,22 +256,33 @@ impl<'s> Chain<'s> {
                     number,
                     hash: block.hash(),
                     new: false,
+                    times,
                 });
             }
         }
         if number != head_number + 1 || block.header().parent_hash != head_hash {
             return Err(ImportError::NotChild {
                 number,
-                parent: block.header().parent_hash,
                 head_number,
                 head: head_hash,
             });
         }
         let parent = self.head_header()?;
-        let recovered = self
-            .verifier
-            .verify(block.transactions().to_vec())
-            .map_err(|source| ImportError::Verify { number, source })?;
+
+        let clock = Instant::now();
+        let txs = block.transactions().to_vec();
+        let recovered = if self.parallel() {
+            self.verifier.verify(txs)
+        } else {
+            verify_serial(txs, self.chain_id, self.cache.as_deref())
+        }
+        .map_err(|source| ImportError::Verify {
+            number,
+            source: Box::new(source),
+        })?;
+        times.verify = clock.elapsed();
+
+        let clock = Instant::now();
         let outcome = self.execute(block.header(), &recovered, Mode::Validate)?;
         let claims = [
             (
@@ -230,6 +309,9 @@ impl<'s> Chain<'s> {
                 computed,
             });
         }
+        times.execute = clock.elapsed();
+
+        let clock = Instant::now();
         // Decoding accepted only the canonical encoding, so this is the body as received.
         let body = encode_transactions(block.transactions())?;
         let input = BlockToCommit {
@@ -238,11 +320,13 @@ impl<'s> Chain<'s> {
             receipts: &outcome.receipts,
             diff: &outcome.diff,
         };
-        let committed = commit_block(self.store, &input, true)?;
+        let committed = commit_block(self.store, &input, self.parallel())?;
+        times.commit = clock.elapsed();
         Ok(Imported {
             number,
             hash: block.hash(),
             new: committed == Committed::New,
+            times,
         })
     }
 }

@@ -10,16 +10,17 @@ use stave_verify::VerifyError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ImportError {
-    /// The bytes are not a valid block (decode stage).
+    /// The bytes are not a valid block (decode stage). Boxed, like the other stage
+    /// errors, to keep `Result<_, ImportError>` small on the happy path.
     #[error("block does not decode: {0}")]
-    Decode(#[from] CodecError),
+    Decode(Box<CodecError>),
     /// A transaction's signature or stateless rules failed (verify stage).
     #[error("block {number}: {source}")]
     Verify {
         /// The block's number.
         number: u64,
         /// What failed.
-        source: VerifyError,
+        source: Box<VerifyError>,
     },
     /// Execution failed or found an invalid transaction (execute stage).
     #[error("block {number}: {source}")]
@@ -27,15 +28,13 @@ pub enum ImportError {
         /// The block's number.
         number: u64,
         /// What failed.
-        source: ExecError,
+        source: Box<ExecError>,
     },
     /// The block does not extend the stored head.
-    #[error("block {number} has parent {parent}, but the head is block {head_number} ({head})")]
+    #[error("block {number} does not extend the head, block {head_number} ({head})")]
     NotChild {
         /// The block's number.
         number: u64,
-        /// Its parent hash.
-        parent: B256,
         /// The stored head's number.
         head_number: u64,
         /// The stored head's hash.
@@ -59,4 +58,10 @@ pub enum ImportError {
     /// Storage failed (commit stage or a state read).
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+impl From<CodecError> for ImportError {
+    fn from(error: CodecError) -> Self {
+        Self::Decode(Box::new(error))
+    }
 }

@@ -2,7 +2,7 @@
 //! same head and state; tampered blocks are refused; redelivery is a no-op.
 
 use alloy_consensus::TypedTransaction;
-use stave_node::{Chain, ImportError};
+use stave_node::{Chain, ImportError, Parallelism};
 use stave_primitives::{Address, RecoveredTx, SignedTx, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder, WorkloadKind, signed_workload, workload_genesis};
 use stave_storage::{LmdbStore, commit::account};
@@ -100,6 +100,15 @@ fn blocks_built_on_one_node_import_on_another_to_the_same_state() {
     }
     // Redelivery is a no-op.
     assert!(!follower.import(&blocks[1]).expect("redelivered").new);
+
+    // Every stage serial: the same chain.
+    let (_c, store_c) = store();
+    let mut serial =
+        Chain::open_with(&store_c, &spec, 1, Parallelism::Serial, None).expect("opens");
+    for block in &blocks {
+        serial.import(block).expect("imports serially");
+    }
+    assert_eq!(serial.head().expect("head"), producer.head().expect("head"));
 }
 
 #[test]

@@ -1,31 +1,13 @@
 //! `stave bench exec`: the execute stage on one block, serial vs parallel, per workload.
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use serde::Serialize;
 use stave_exec::{MemoryState, Mode, ParallelExecutor, execute_serial};
 use stave_primitives::{Address, Header};
-use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
+use stave_sdk::{TxBuilder, signed_workload};
 use stave_verify::verify_serial;
 
-use super::{BlockArgs, Output, median_time, micros, ratio, threads};
-
-const CHAIN_ID: u64 = 1337;
-/// Where the bench token lives.
-const TOKEN: Address = Address::repeat_byte(0xe2);
-/// The account every `conflict` tx pays.
-const HOT: Address = Address::repeat_byte(0x40);
-
-/// A workload to execute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Workload {
-    /// ETH transfers between distinct accounts.
-    Transfer,
-    /// ERC-20 transfers on the repo's token.
-    Erc20,
-    /// ETH transfers that all pay one account.
-    Conflict,
-}
+use super::{BlockArgs, CHAIN_ID, Output, Workload, median_time, micros, ratio, threads};
 
 /// Arguments of `stave bench exec`.
 #[derive(Debug, Args)]
@@ -71,12 +53,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<()> {
     };
     let mut workloads = Vec::new();
     for workload in &args.workload {
-        let (kind, token) = match workload {
-            Workload::Transfer => (WorkloadKind::Transfer, None),
-            Workload::Erc20 => (WorkloadKind::Erc20 { token: TOKEN }, Some(TOKEN)),
-            Workload::Conflict => (WorkloadKind::Conflict { hot: HOT }, None),
-        };
-        let spec = workload_genesis(CHAIN_ID, args.block.block_txs as u64, token);
+        let (kind, spec) = workload.setup(args.block.block_txs);
         let state = MemoryState::from_genesis(&spec);
         let txs = verify_serial(
             signed_workload(kind, &builder, args.block.block_txs)?,

@@ -6,15 +6,21 @@ mod checkqueue;
 mod codec;
 mod commit;
 mod exec;
+mod pipeline;
 mod verify;
 
 use std::time::{Duration, Instant};
 
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
+use serde::Serialize;
+use stave_primitives::{Address, ChainSpec};
+use stave_sdk::{WorkloadKind, workload_genesis};
 
 /// Benchmark subcommands.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
+    /// The main job: import blocks with every stage serial, then parallel (DESIGN.md §5).
+    Pipeline(pipeline::PipelineArgs),
     /// Block body decoding: standard RLP (serial, scan + parallel) vs the offset-indexed list.
     Codec(codec::CodecArgs),
     /// The lock-free check queue vs Bitcoin Core's mutex queue vs rayon.
@@ -25,6 +31,37 @@ pub enum BenchCommand {
     Exec(exec::ExecArgs),
     /// The commit stage: serial vs parallel batch encoding, and the LMDB write.
     Commit(StageArgs),
+}
+
+/// A workload to sign, execute and import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// ETH transfers between distinct accounts.
+    Transfer,
+    /// ERC-20 transfers on the repo's token.
+    Erc20,
+    /// ETH transfers that all pay one account.
+    Conflict,
+}
+
+/// Chain id of every bench chain.
+const CHAIN_ID: u64 = 1337;
+/// Where the bench token lives.
+const TOKEN: Address = Address::repeat_byte(0xe2);
+/// The account every `conflict` tx pays.
+const HOT: Address = Address::repeat_byte(0x40);
+
+impl Workload {
+    /// The SDK workload and a genesis funding its `txs` senders (and the token).
+    fn setup(self, txs: usize) -> (WorkloadKind, ChainSpec) {
+        let (kind, token) = match self {
+            Workload::Transfer => (WorkloadKind::Transfer, None),
+            Workload::Erc20 => (WorkloadKind::Erc20 { token: TOKEN }, Some(TOKEN)),
+            Workload::Conflict => (WorkloadKind::Conflict { hot: HOT }, None),
+        };
+        (kind, workload_genesis(CHAIN_ID, txs as u64, token))
+    }
 }
 
 /// Block size and repetitions of the single-stage benches.
@@ -68,6 +105,7 @@ impl Output {
 /// Runs a `stave bench` subcommand.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
+        BenchCommand::Pipeline(args) => pipeline::run(args),
         BenchCommand::Codec(args) => codec::run(args),
         BenchCommand::Checkqueue(args) => checkqueue::run(args),
         BenchCommand::Verify(args) => verify::run(args),

@@ -1,0 +1,241 @@
+//! `stave bench pipeline`: the main job. Signs a workload, builds blocks of it, then
+//! imports them into two fresh data dirs, once with every stage serial and once with
+//! every stage parallel, and reports each stage's time (DESIGN.md §5).
+
+use std::{sync::Arc, time::Instant};
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use stave_node::{Chain, Parallelism, StageTimes};
+use stave_primitives::ChainSpec;
+use stave_sdk::{TxBuilder, signed_workload};
+use stave_storage::LmdbStore;
+use stave_verify::{SenderCache, Verifier, verify_serial};
+
+use super::{CHAIN_ID, Output, Workload, ratio, threads};
+
+/// Whether the verify stage finds senders in the cache (as after txpool admission).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SenderCacheMode {
+    /// Every sender is recovered.
+    Cold,
+    /// Every sender is in the cache.
+    Warm,
+}
+
+/// Arguments of `stave bench pipeline`.
+#[derive(Debug, Args)]
+pub struct PipelineArgs {
+    /// What the transactions do.
+    #[arg(long, value_enum, default_value_t = Workload::Transfer)]
+    workload: Workload,
+    /// Transactions in all.
+    #[arg(long, default_value_t = 10_000)]
+    txs: usize,
+    /// Transactions per block (FISCO BCOS measured with 2,500).
+    #[arg(long, default_value_t = 2_500)]
+    block_txs: usize,
+    /// Whether senders are already cached.
+    #[arg(long, value_enum, default_value_t = SenderCacheMode::Cold)]
+    sender_cache: SenderCacheMode,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// One import run's stage times.
+#[derive(Debug, Serialize)]
+struct RunReport {
+    decode_ms: f64,
+    verify_ms: f64,
+    execute_ms: f64,
+    commit_ms: f64,
+    total_ms: f64,
+    tps: f64,
+}
+
+/// Serial over parallel, per stage.
+#[derive(Debug, Serialize)]
+struct Speedup {
+    decode: f64,
+    verify: f64,
+    execute: f64,
+    commit: f64,
+    total: f64,
+}
+
+/// The JSON line (DESIGN.md §5).
+#[derive(Debug, Serialize)]
+struct Report {
+    workload: Workload,
+    sender_cache: SenderCacheMode,
+    txs: usize,
+    blocks: usize,
+    threads: usize,
+    serial: RunReport,
+    parallel: RunReport,
+    speedup: Speedup,
+    ecrecover_tps_per_core: f64,
+    bound_tps: f64,
+    bound_ratio: f64,
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    ratio(d.as_secs_f64() * 1e3, 1.0)
+}
+
+/// Imports `blocks` into a fresh data dir; returns stage times, wall time and head.
+fn import(
+    spec: &ChainSpec,
+    blocks: &[Vec<u8>],
+    parallelism: Parallelism,
+    cache: Option<Arc<SenderCache>>,
+) -> anyhow::Result<(StageTimes, std::time::Duration, stave_primitives::B256)> {
+    let dir = tempfile::tempdir()?;
+    let store = LmdbStore::open(dir.path(), 16 << 30)?;
+    let mut chain = Chain::open_with(&store, spec, threads(), parallelism, cache)?;
+    let mut times = StageTimes::default();
+    let start = Instant::now();
+    for block in blocks {
+        let imported = chain.import(block)?;
+        anyhow::ensure!(imported.new, "block {} was already stored", imported.number);
+        times += imported.times;
+    }
+    Ok((times, start.elapsed(), chain.head()?.1))
+}
+
+fn run_report(times: &StageTimes, wall: std::time::Duration, txs: usize) -> RunReport {
+    RunReport {
+        decode_ms: ms(times.decode),
+        verify_ms: ms(times.verify),
+        execute_ms: ms(times.execute),
+        commit_ms: ms(times.commit),
+        total_ms: ms(wall),
+        tps: ratio(txs as f64, wall.as_secs_f64()),
+    }
+}
+
+/// Runs the pipeline bench.
+pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
+    let threads = threads();
+    let (kind, spec) = args.workload.setup(args.txs);
+    eprintln!(
+        "signing {} {:?} transactions on {threads} threads…",
+        args.txs, args.workload
+    );
+    let txs = signed_workload(kind, &TxBuilder::new(CHAIN_ID, 1_000_000_000), args.txs)?;
+    let recovered = Verifier::new(CHAIN_ID, threads, None).verify(txs.clone())?;
+
+    eprintln!("building blocks of {}…", args.block_txs);
+    let build_dir = tempfile::tempdir()?;
+    let build_store = LmdbStore::open(build_dir.path(), 16 << 30)?;
+    let mut producer = Chain::open(&build_store, &spec, threads)?;
+    let blocks = recovered
+        .chunks(args.block_txs.max(1))
+        .enumerate()
+        .map(|(i, chunk)| producer.build(chunk.to_vec(), 1_700_000_000 + i as u64))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    // Recoveries per second on one core, measured now, on this workload's first block.
+    let sample: Vec<_> = txs.iter().take(args.block_txs).cloned().collect();
+    let start = Instant::now();
+    verify_serial(sample.clone(), CHAIN_ID, None)?;
+    let ecrecover_tps_per_core = sample.len() as f64 / start.elapsed().as_secs_f64();
+
+    let cache = (args.sender_cache == SenderCacheMode::Warm).then(|| {
+        let cache = SenderCache::new(args.txs.max(1));
+        recovered
+            .iter()
+            .for_each(|tx| cache.insert(tx.tx.hash(), tx.sender));
+        Arc::new(cache)
+    });
+    eprintln!(
+        "importing {} blocks serially, then in parallel…",
+        blocks.len()
+    );
+    let (serial_times, serial_wall, serial_head) =
+        import(&spec, &blocks, Parallelism::Serial, cache.clone())?;
+    let (parallel_times, parallel_wall, parallel_head) =
+        import(&spec, &blocks, Parallelism::Parallel, cache)?;
+    anyhow::ensure!(
+        serial_head == parallel_head,
+        "serial and parallel imports ended at different heads: {serial_head} vs {parallel_head}"
+    );
+
+    let speed =
+        |s: std::time::Duration, p: std::time::Duration| ratio(s.as_secs_f64(), p.as_secs_f64());
+    let serial = run_report(&serial_times, serial_wall, args.txs);
+    let parallel = run_report(&parallel_times, parallel_wall, args.txs);
+    let bound_tps = threads as f64 * ecrecover_tps_per_core;
+    let report = Report {
+        workload: args.workload,
+        sender_cache: args.sender_cache,
+        txs: args.txs,
+        blocks: blocks.len(),
+        threads,
+        speedup: Speedup {
+            decode: speed(serial_times.decode, parallel_times.decode),
+            verify: speed(serial_times.verify, parallel_times.verify),
+            execute: speed(serial_times.execute, parallel_times.execute),
+            commit: speed(serial_times.commit, parallel_times.commit),
+            total: speed(serial_wall, parallel_wall),
+        },
+        ecrecover_tps_per_core: ratio(ecrecover_tps_per_core, 1.0),
+        bound_tps: ratio(bound_tps, 1.0),
+        bound_ratio: ratio(parallel.tps, bound_tps),
+        serial,
+        parallel,
+    };
+    println!(
+        "pipeline: {} txs ({:?}), {} blocks of {}, {threads} threads, sender cache {:?}; same head {parallel_head}",
+        report.txs, report.workload, report.blocks, args.block_txs, report.sender_cache
+    );
+    println!(
+        "{:<10} {:>12} {:>12} {:>9}",
+        "stage", "serial ms", "parallel ms", "speedup"
+    );
+    let rows = [
+        (
+            "decode",
+            report.serial.decode_ms,
+            report.parallel.decode_ms,
+            report.speedup.decode,
+        ),
+        (
+            "verify",
+            report.serial.verify_ms,
+            report.parallel.verify_ms,
+            report.speedup.verify,
+        ),
+        (
+            "execute",
+            report.serial.execute_ms,
+            report.parallel.execute_ms,
+            report.speedup.execute,
+        ),
+        (
+            "commit",
+            report.serial.commit_ms,
+            report.parallel.commit_ms,
+            report.speedup.commit,
+        ),
+        (
+            "total",
+            report.serial.total_ms,
+            report.parallel.total_ms,
+            report.speedup.total,
+        ),
+    ];
+    for (stage, serial, parallel, speedup) in rows {
+        println!("{stage:<10} {serial:>12.1} {parallel:>12.1} {speedup:>8.2}x");
+    }
+    println!(
+        "TPS: serial {:.0}, parallel {:.0}; bound {:.0} ({threads} × {:.0} recoveries/s/core): {:.2} of bound",
+        report.serial.tps,
+        report.parallel.tps,
+        report.bound_tps,
+        report.ecrecover_tps_per_core,
+        report.bound_ratio
+    );
+    args.output.finish(&report)
+}
