@@ -87,6 +87,31 @@ impl std::ops::AddAssign for StageTimes {
     }
 }
 
+/// An executed block and everything the commit stage writes for it.
+#[derive(Debug, Clone)]
+pub struct PreparedBlock {
+    /// The block, sealed.
+    pub block: SealedBlock,
+    /// Its body: the offset-indexed transaction list.
+    pub body: Vec<u8>,
+    /// One receipt per transaction.
+    pub receipts: Vec<Receipt>,
+    /// Its state changes.
+    pub diff: StateDiff,
+}
+
+impl PreparedBlock {
+    /// The commit stage's view of it.
+    pub fn input(&self) -> BlockToCommit<'_> {
+        BlockToCommit {
+            block: &self.block,
+            body: &self.body,
+            receipts: &self.receipts,
+            diff: &self.diff,
+        }
+    }
+}
+
 /// A data dir's chain: its store, its chain id, and the verify and execute stages.
 pub struct Chain<'s> {
     store: &'s dyn KvStore,
@@ -185,9 +210,13 @@ impl<'s> Chain<'s> {
         self.parallelism == Parallelism::Parallel
     }
 
-    /// Builds the next block from `txs` (invalid ones are left out), commits it, and
-    /// returns it encoded (DESIGN.md §3.2).
-    pub fn build(&mut self, txs: Vec<RecoveredTx>, timestamp: u64) -> Result<Vec<u8>, ImportError> {
+    /// Executes `txs` as the next block (invalid ones are left out) and returns it with
+    /// everything the commit stage writes, without committing it.
+    pub fn prepare(
+        &self,
+        txs: &[RecoveredTx],
+        timestamp: u64,
+    ) -> Result<PreparedBlock, ImportError> {
         let parent = self.head_header()?;
         let mut header = Header {
             parent_hash: parent.hash_slow(),
@@ -197,7 +226,7 @@ impl<'s> Chain<'s> {
             base_fee_per_gas: parent.base_fee_per_gas,
             ..Header::default()
         };
-        let outcome = self.execute(&header, &txs, Mode::Build)?;
+        let outcome = self.execute(&header, txs, Mode::Build)?;
         let transactions: Vec<_> = outcome
             .included
             .iter()
@@ -212,16 +241,20 @@ impl<'s> Chain<'s> {
         };
         block.header.transactions_root = block.compute_transactions_root();
         let body = encode_transactions(&block.transactions)?;
-        let encoded = encode_block_parts(&block.header, &body);
-        let block = block.seal();
-        let input = BlockToCommit {
-            block: &block,
-            body: &body,
-            receipts: &outcome.receipts,
-            diff: &outcome.diff,
-        };
-        commit_block(self.store, &input, self.parallel())?;
-        Ok(encoded)
+        Ok(PreparedBlock {
+            block: block.seal(),
+            body,
+            receipts: outcome.receipts,
+            diff: outcome.diff,
+        })
+    }
+
+    /// Builds the next block from `txs` (invalid ones are left out), commits it, and
+    /// returns it encoded (DESIGN.md §3.2).
+    pub fn build(&mut self, txs: Vec<RecoveredTx>, timestamp: u64) -> Result<Vec<u8>, ImportError> {
+        let prepared = self.prepare(&txs, timestamp)?;
+        commit_block(self.store, &prepared.input(), self.parallel())?;
+        Ok(encode_block_parts(prepared.block.header(), &prepared.body))
     }
 
     /// Block `number` in its wire form (DESIGN.md §3.2), as `stave export` writes it.

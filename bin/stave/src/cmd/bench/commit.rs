@@ -2,19 +2,12 @@
 //! serially and in parallel, each then written to a fresh LMDB data dir.
 
 use serde::Serialize;
-use stave_codec::encode_transactions;
-use stave_exec::{MemoryState, Mode, execute_serial};
-use stave_primitives::{Address, Block, Header};
-use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
-use stave_storage::{
-    KvStore, LmdbStore,
-    commit::{BlockToCommit, encode_block_batch},
-};
+use stave_node::Chain;
+use stave_sdk::{TxBuilder, signed_workload};
+use stave_storage::{KvStore, LmdbStore, commit::encode_block_batch};
 use stave_verify::verify_serial;
 
-use super::{StageArgs, median_time, micros, ratio, threads};
-
-const CHAIN_ID: u64 = 1337;
+use super::{CHAIN_ID, StageArgs, Workload, median_time, micros, ratio, threads};
 
 /// The JSON line.
 #[derive(Debug, Serialize)]
@@ -33,35 +26,14 @@ struct Report {
 /// Runs the commit bench.
 pub fn run(args: StageArgs) -> anyhow::Result<()> {
     let n = args.block.block_txs;
-    let state = MemoryState::from_genesis(&workload_genesis(CHAIN_ID, n as u64, None));
-    let txs = signed_workload(
-        WorkloadKind::Transfer,
-        &TxBuilder::new(CHAIN_ID, 1_000_000_000),
-        n,
-    )?;
-    let recovered = verify_serial(txs.clone(), CHAIN_ID, None)?;
-    let mut header = Header {
-        number: 0,
-        gas_limit: stave_primitives::DEV_GAS_LIMIT,
-        base_fee_per_gas: stave_primitives::DEFAULT_BASE_FEE,
-        proposer: Address::repeat_byte(0xb0),
-        ..Header::default()
-    };
-    let outcome = execute_serial(&state, CHAIN_ID, &header, &recovered, Mode::Validate)?;
-    header.gas_used = outcome.gas_used;
-    let mut block = Block {
-        header,
-        transactions: txs,
-    };
-    block.header.transactions_root = block.compute_transactions_root();
-    let body = encode_transactions(&block.transactions)?;
-    let block = block.seal();
-    let input = BlockToCommit {
-        block: &block,
-        body: &body,
-        receipts: &outcome.receipts,
-        diff: &outcome.diff,
-    };
+    let (kind, spec) = Workload::Transfer.setup(n);
+    let txs = signed_workload(kind, &TxBuilder::new(CHAIN_ID, 1_000_000_000), n)?;
+    let recovered = verify_serial(txs, CHAIN_ID, None)?;
+    let chain_dir = tempfile::tempdir()?;
+    let chain_store = LmdbStore::open(chain_dir.path(), 1 << 30)?;
+    let prepared =
+        Chain::open(&chain_store, &spec, threads())?.prepare(&recovered, 1_700_000_000)?;
+    let input = prepared.input();
     anyhow::ensure!(encode_block_batch(&input, true) == encode_block_batch(&input, false));
 
     let serial = median_time(args.block.runs, || encode_block_batch(&input, false));
@@ -71,7 +43,9 @@ pub fn run(args: StageArgs) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut writes = Vec::with_capacity(args.block.runs);
     for run in 0..args.block.runs.max(1) {
+        // A fresh data dir with genesis, like the one the block was prepared on.
         let store = LmdbStore::open(&dir.path().join(run.to_string()), 1 << 30)?;
+        Chain::open(&store, &spec, 1)?;
         let batch = encode_block_batch(&input, true);
         let start = std::time::Instant::now();
         store.write(batch)?;
