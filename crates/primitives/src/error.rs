@@ -115,3 +115,23 @@ pub enum ChainSpecError {
     #[error("genesis gasLimit is zero")]
     ZeroGasLimit,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_errors_are_told_apart_from_rule_violations() {
+        assert!(TxError::Empty.is_decode_error());
+        assert!(TxError::Decode("x".into()).is_decode_error());
+        assert!(TxError::UnsupportedType(3).is_decode_error());
+        assert!(!TxError::HighS(U256::MAX).is_decode_error());
+        assert!(
+            !TxError::WrongChainId {
+                found: 1,
+                expected: 2
+            }
+            .is_decode_error()
+        );
+    }
+}

@@ -41,3 +41,26 @@ impl VerifyError {
         matches!(self, Self::Invalid { .. } | Self::Decode(_))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_blocks_are_told_apart_from_node_faults() {
+        let invalid = VerifyError::Invalid {
+            index: 3,
+            source: TxError::BadSignature,
+        };
+        assert!(invalid.is_invalid_block());
+        assert!(VerifyError::Decode(CodecError::FirstOffsetNotZero(1)).is_invalid_block());
+        assert!(!VerifyError::Panicked { index: 0 }.is_invalid_block());
+        assert!(
+            !VerifyError::Shortfall {
+                got: 1,
+                expected: 2
+            }
+            .is_invalid_block()
+        );
+    }
+}
