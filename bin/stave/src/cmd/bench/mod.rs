@@ -2,6 +2,7 @@
 //! object as the last line of stdout. Ratios taken within one run are the figures that
 //! count; absolute times on shared machines are context.
 
+mod chart;
 mod checkqueue;
 mod codec;
 mod commit;

@@ -12,7 +12,11 @@ use stave_sdk::{TxBuilder, signed_workload};
 use stave_storage::LmdbStore;
 use stave_verify::{SenderCache, Verifier, verify_serial};
 
-use super::{CHAIN_ID, Output, Workload, ratio, threads};
+use super::{
+    CHAIN_ID, Output, Workload,
+    chart::{StageBar, write_stage_chart},
+    ratio, threads,
+};
 
 /// Whether the verify stage finds senders in the cache (as after txpool admission).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -39,6 +43,9 @@ pub struct PipelineArgs {
     /// Whether senders are already cached.
     #[arg(long, value_enum, default_value_t = SenderCacheMode::Cold)]
     sender_cache: SenderCacheMode,
+    /// Where to write the stage chart.
+    #[arg(long, default_value = "stave-bench.svg")]
+    svg: std::path::PathBuf,
     #[command(flatten)]
     output: Output,
 }
@@ -229,6 +236,26 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
     for (stage, serial, parallel, speedup) in rows {
         println!("{stage:<10} {serial:>12.1} {parallel:>12.1} {speedup:>8.2}x");
     }
+    let bars: Vec<StageBar> = rows
+        .iter()
+        .take(4)
+        .map(|&(stage, serial_ms, parallel_ms, _)| StageBar {
+            stage,
+            serial_ms,
+            parallel_ms,
+        })
+        .collect();
+    let title = format!(
+        "{} txs ({:?}, {} blocks of {}): serial {:.0} TPS, parallel {:.0} TPS",
+        report.txs,
+        report.workload,
+        report.blocks,
+        args.block_txs,
+        report.serial.tps,
+        report.parallel.tps
+    );
+    write_stage_chart(&args.svg, &title, &bars)?;
+    println!("stage chart: {}", args.svg.display());
     println!(
         "TPS: serial {:.0}, parallel {:.0}; bound {:.0} ({threads} × {:.0} recoveries/s/core): {:.2} of bound",
         report.serial.tps,
