@@ -10,6 +10,6 @@ mod chain;
 mod disk_state;
 mod error;
 
-pub use chain::{Chain, Imported, Parallelism, PreparedBlock, StageTimes, genesis};
+pub use chain::{Chain, Imported, Parallelism, PreparedBlock, STAGE_SECONDS, StageTimes, genesis};
 pub use disk_state::DiskState;
 pub use error::ImportError;

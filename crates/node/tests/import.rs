@@ -146,3 +146,40 @@ fn a_block_whose_state_root_lies_is_refused_and_nothing_is_stored() {
     // The honest block still imports.
     follower.import(&blocks[0]).expect("imports");
 }
+
+#[test]
+fn every_stage_records_its_time_per_block() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let spec = workload_genesis(CHAIN_ID, 40, Some(TOKEN));
+    let (_a, store_a) = store();
+    let mut producer = Chain::open(&store_a, &spec, 2).expect("opens");
+    let blocks = build_chain(&mut producer);
+    let (_b, store_b) = store();
+    let mut follower = Chain::open(&store_b, &spec, 2).expect("opens");
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        for block in &blocks {
+            follower.import(block).expect("imports");
+        }
+    });
+    let mut stages = Vec::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        assert_eq!(key.key().name(), stave_node::STAGE_SECONDS);
+        let label = key
+            .key()
+            .labels()
+            .next()
+            .expect("stage label")
+            .value()
+            .to_string();
+        let DebugValue::Histogram(samples) = value else {
+            panic!("a histogram")
+        };
+        assert_eq!(samples.len(), blocks.len(), "{label}: one sample per block");
+        stages.push(label);
+    }
+    stages.sort();
+    assert_eq!(stages, ["commit", "decode", "execute", "verify"]);
+}
