@@ -3,9 +3,12 @@
 
 use alloy_consensus::TypedTransaction;
 use stave_node::{Chain, ImportError, Parallelism};
-use stave_primitives::{Address, RecoveredTx, SignedTx, U256, dev::dev_account};
+use stave_primitives::{Address, ChainSpec, RecoveredTx, SignedTx, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder, WorkloadKind, signed_workload, workload_genesis};
-use stave_storage::{LmdbStore, commit::account};
+use stave_storage::{
+    LmdbStore,
+    commit::{account, head},
+};
 
 const CHAIN_ID: u64 = 1337;
 const TOKEN: Address = Address::repeat_byte(0xe2);
@@ -55,13 +58,19 @@ fn build_chain(chain: &mut Chain<'_>) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// A genesis and three blocks built on it, with the producer's data dir.
+fn produced() -> (ChainSpec, tempfile::TempDir, LmdbStore, Vec<Vec<u8>>) {
+    let spec = workload_genesis(CHAIN_ID, 40, Some(TOKEN));
+    let (dir, store) = store();
+    let blocks = build_chain(&mut Chain::open(&store, &spec, 2).expect("opens"));
+    (spec, dir, store, blocks)
+}
+
 #[test]
 fn blocks_built_on_one_node_import_on_another_to_the_same_state() {
-    let spec = workload_genesis(CHAIN_ID, 40, Some(TOKEN));
-    let (_a, store_a) = store();
-    let mut producer = Chain::open(&store_a, &spec, 2).expect("opens");
-    let blocks = build_chain(&mut producer);
-    assert_eq!(producer.head().expect("head").0, 3);
+    let (spec, _a, store_a, blocks) = produced();
+    let producer_head = head(&store_a).expect("reads").expect("head");
+    assert_eq!(producer_head.0, 3);
 
     let (_b, store_b) = store();
     let mut follower = Chain::open(&store_b, &spec, 2).expect("opens");
@@ -70,10 +79,7 @@ fn blocks_built_on_one_node_import_on_another_to_the_same_state() {
         assert_eq!(imported.number, i as u64 + 1);
         assert!(imported.new);
     }
-    assert_eq!(
-        follower.head().expect("head"),
-        producer.head().expect("head")
-    );
+    assert_eq!(follower.head().expect("head"), producer_head);
     for i in 0..40 {
         let address = dev_account(i).address;
         assert_eq!(
@@ -108,15 +114,12 @@ fn blocks_built_on_one_node_import_on_another_to_the_same_state() {
     for block in &blocks {
         serial.import(block).expect("imports serially");
     }
-    assert_eq!(serial.head().expect("head"), producer.head().expect("head"));
+    assert_eq!(serial.head().expect("head"), producer_head);
 }
 
 #[test]
 fn a_block_whose_state_root_lies_is_refused_and_nothing_is_stored() {
-    let spec = workload_genesis(CHAIN_ID, 40, Some(TOKEN));
-    let (_a, store_a) = store();
-    let mut producer = Chain::open(&store_a, &spec, 2).expect("opens");
-    let blocks = build_chain(&mut producer);
+    let (spec, _a, _store_a, blocks) = produced();
 
     let (_b, store_b) = store();
     let mut follower = Chain::open(&store_b, &spec, 2).expect("opens");
@@ -151,10 +154,7 @@ fn a_block_whose_state_root_lies_is_refused_and_nothing_is_stored() {
 fn every_stage_records_its_time_per_block() {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
-    let spec = workload_genesis(CHAIN_ID, 40, Some(TOKEN));
-    let (_a, store_a) = store();
-    let mut producer = Chain::open(&store_a, &spec, 2).expect("opens");
-    let blocks = build_chain(&mut producer);
+    let (spec, _a, _store_a, blocks) = produced();
     let (_b, store_b) = store();
     let mut follower = Chain::open(&store_b, &spec, 2).expect("opens");
     let recorder = DebuggingRecorder::new();
