@@ -19,7 +19,7 @@ use stave_codec::{decode_block, decode_block_serial, encode_block_parts, encode_
 use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor};
 use stave_primitives::{
     Block, ChainSpec, Header, Receipt, RecoveredTx, SealedBlock, StateDiff, merkle_root,
-    receipt_hash, state_root,
+    receipts_root, state_root,
 };
 use stave_storage::{
     KvStore, Table,
@@ -28,11 +28,6 @@ use stave_storage::{
 use stave_verify::{SenderCache, Verifier, verify_serial};
 
 use crate::{disk_state::DiskState, error::ImportError};
-
-/// The receipts root of a block: the Merkle root over its receipts' hashes.
-fn receipts_root(receipts: &[Receipt]) -> B256 {
-    merkle_root(&receipts.iter().map(receipt_hash).collect::<Vec<_>>())
-}
 
 /// Block 0 of a chain and the state it creates.
 pub fn genesis(spec: &ChainSpec) -> (SealedBlock, StateDiff) {

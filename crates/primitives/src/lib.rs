@@ -27,7 +27,7 @@ pub use chainspec::{ChainSpec, DEFAULT_BASE_FEE, DEV_BALANCE_WEI, DEV_GAS_LIMIT}
 pub use error::{ChainSpecError, TxError};
 pub use header::{Block, Header, SealedBlock, SealedHeader};
 pub use merkle::merkle_root;
-pub use receipt::{Receipt, new_receipt, receipt_hash};
+pub use receipt::{Receipt, receipt_hash, receipts_root};
 pub use state::{AccountDiff, AccountState, StateDiff, state_root};
 pub use transaction::{
     IntrinsicGas, MAX_INITCODE_SIZE, MAX_TX_SIZE, RecoveredTx, SignedTx, TxSummary,
