@@ -319,7 +319,8 @@ impl<'s> Chain<'s> {
                 head: head_hash,
             });
         }
-        let parent = self.head_header()?;
+        // The head was read above: fetch its header rather than read the head again.
+        let parent = header(self.store, head_number)?.ok_or(ImportError::NoGenesis)?;
 
         let (recovered, elapsed) = stage("verify", number, || {
             let txs = block.transactions().to_vec();

@@ -145,9 +145,10 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
 
     // Recoveries per second on one core, measured now, on this workload's first block.
     let sample: Vec<_> = txs.iter().take(args.block_txs).cloned().collect();
+    let sample_len = sample.len();
     let start = Instant::now();
-    verify_serial(sample.clone(), CHAIN_ID, None)?;
-    let ecrecover_tps_per_core = sample.len() as f64 / start.elapsed().as_secs_f64();
+    verify_serial(sample, CHAIN_ID, None)?;
+    let ecrecover_tps_per_core = sample_len as f64 / start.elapsed().as_secs_f64();
 
     let cache = (args.sender_cache == SenderCacheMode::Warm).then(|| {
         let cache = SenderCache::new(args.txs.max(1));
