@@ -176,12 +176,14 @@ impl<'a> BlockDb<'a> {
             code_hash: KECCAK_EMPTY,
         });
         info.balance = info.balance.saturating_add(amount);
-        let mut diff = self.overlay.diff.write();
-        let change = diff.accounts.entry(address).or_default();
-        if current.is_none() {
-            change.storage_cleared = true;
-        }
-        change.info = Some(info);
+        // A new account is "created": no storage from before survives, as for any write.
+        let change = WriteKind::Updated {
+            info,
+            created: current.is_none(),
+            code: None,
+            storage: Vec::new(),
+        };
+        self.apply(vec![AccountWrite { address, change }]);
         Ok(())
     }
 }
