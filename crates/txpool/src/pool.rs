@@ -1,0 +1,525 @@
+//! The pool itself: admission, per-sender nonce queues, eviction and block selection.
+
+use std::{
+    cmp::Ordering,
+    collections::{BTreeMap, BinaryHeap, HashMap},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use alloy_consensus::Transaction as _;
+use alloy_primitives::{Address, B256, U256};
+use parking_lot::Mutex;
+use rayon::prelude::*;
+use stave_exec::StateReader;
+use stave_primitives::{RecoveredTx, SignedTx};
+use stave_verify::SenderCache;
+
+use crate::error::{DropReason, PoolError};
+
+/// Limits and rules of a pool. The defaults suit a consortium chain under load.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// Chain id every transaction must carry.
+    pub chain_id: u64,
+    /// Most transactions in the pool, pending and queued together.
+    pub max_txs: usize,
+    /// Most transactions one sender may have in the pool.
+    pub max_per_sender: usize,
+    /// How far past the sender's next executable nonce a transaction may be.
+    pub max_nonce_gap: u64,
+    /// How long a transaction behind a nonce gap may wait before it is dropped.
+    pub queued_lifetime: Duration,
+    /// How much more (percent) a replacement must pay in fee cap and tip.
+    pub price_bump_percent: u128,
+    /// The block gas limit: a transaction asking for more can never be included.
+    pub block_gas_limit: u64,
+}
+
+impl PoolConfig {
+    /// Default limits for chain `chain_id` with blocks of `block_gas_limit` gas.
+    pub fn new(chain_id: u64, block_gas_limit: u64) -> Self {
+        Self {
+            chain_id,
+            max_txs: 200_000,
+            max_per_sender: 10_000,
+            max_nonce_gap: 64,
+            queued_lifetime: Duration::from_secs(180),
+            price_bump_percent: 10,
+            block_gas_limit,
+        }
+    }
+}
+
+/// A transaction in the pool, with what ordering and admission need precomputed.
+#[derive(Debug, Clone)]
+pub struct PoolTx {
+    /// The transaction and its sender.
+    pub tx: RecoveredTx,
+    /// Its hash.
+    pub hash: B256,
+    /// Its nonce.
+    pub nonce: u64,
+    /// Fee cap (gas price for legacy transactions).
+    pub max_fee: u128,
+    /// Priority fee cap (gas price for legacy transactions).
+    pub max_tip: u128,
+    /// Order of arrival: earlier arrivals win ties on fee.
+    pub arrival: u64,
+    added: Instant,
+}
+
+impl PoolTx {
+    /// The tip per gas it pays at `base_fee`.
+    pub fn effective_tip(&self, base_fee: u64) -> u128 {
+        self.max_tip
+            .min(self.max_fee.saturating_sub(u128::from(base_fee)))
+    }
+
+    fn replaceable_by(&self, other: &PoolTx, bump_percent: u128) -> bool {
+        let bumped = |value: u128| value.saturating_mul(100 + bump_percent) / 100;
+        other.max_fee >= bumped(self.max_fee) && other.max_tip >= bumped(self.max_tip)
+    }
+}
+
+/// One sender's transactions by nonce, and the account nonce they start from.
+#[derive(Debug, Default)]
+struct SenderQueue {
+    /// The account's nonce in committed state, as last read.
+    state_nonce: u64,
+    txs: BTreeMap<u64, Arc<PoolTx>>,
+}
+
+impl SenderQueue {
+    /// The nonce after the run of consecutive nonces starting at the account nonce.
+    fn pending_end(&self) -> u64 {
+        let mut next = self.state_nonce;
+        for &nonce in self.txs.range(self.state_nonce..).map(|(nonce, _)| nonce) {
+            if nonce != next {
+                break;
+            }
+            next += 1;
+        }
+        next
+    }
+}
+
+/// Counts of the pool's transactions (`txpool_status`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Executable now: consecutive from their sender's account nonce.
+    pub pending: usize,
+    /// Waiting behind a nonce gap.
+    pub queued: usize,
+}
+
+/// One sender's transactions (`txpool_content`).
+#[derive(Debug, Clone, Default)]
+pub struct SenderContent {
+    /// Executable transactions, in nonce order.
+    pub pending: Vec<Arc<PoolTx>>,
+    /// Transactions behind a nonce gap, in nonce order.
+    pub queued: Vec<Arc<PoolTx>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    by_hash: HashMap<B256, Arc<PoolTx>>,
+    senders: HashMap<Address, SenderQueue>,
+    next_arrival: u64,
+}
+
+/// Pending transactions waiting for a block. Thread-safe; admission recovers signatures
+/// on all cores and fills the sender cache, so the verify stage never recovers them again.
+pub struct TxPool {
+    config: PoolConfig,
+    cache: Arc<SenderCache>,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for TxPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxPool")
+            .field("config", &self.config)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
+fn state_error(error: impl std::fmt::Display) -> PoolError {
+    PoolError::State(error.to_string())
+}
+
+fn record_drop(hash: B256, reason: DropReason) {
+    tracing::debug!(%hash, reason = reason.label(), "txpool dropped a transaction");
+    metrics::counter!("stave_txpool_dropped_total", "reason" => reason.label()).increment(1);
+}
+
+/// Decodes and checks one submission without state: canonical bytes, EIP-155, chain id,
+/// stateless rules and the signature.
+fn recover(bytes: &[u8], chain_id: u64, cache: &SenderCache) -> Result<RecoveredTx, PoolError> {
+    let tx = SignedTx::decode(bytes)?;
+    if tx.chain_id().is_none() {
+        return Err(PoolError::NotReplayProtected);
+    }
+    tx.check_stateless(Some(chain_id))?;
+    let sender = match cache.get(&tx.hash()) {
+        Some(sender) => sender,
+        None => {
+            let sender = tx.recover_sender()?;
+            cache.insert(tx.hash(), sender);
+            sender
+        }
+    };
+    Ok(RecoveredTx { tx, sender })
+}
+
+impl TxPool {
+    /// An empty pool that records every admitted sender in `cache`.
+    pub fn new(config: PoolConfig, cache: Arc<SenderCache>) -> Self {
+        Self {
+            config,
+            cache,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// The pool's limits.
+    pub fn config(&self) -> &PoolConfig {
+        &self.config
+    }
+
+    /// Admits raw signed transactions against committed `state` at `base_fee`: signatures
+    /// are recovered on all cores, then each is checked and queued in order. One result per
+    /// input, the hash or the reason for refusal.
+    pub fn add(
+        &self,
+        raw: &[Vec<u8>],
+        state: &dyn StateReader,
+        base_fee: u64,
+    ) -> Vec<Result<B256, PoolError>> {
+        let recovered: Vec<_> = raw
+            .par_iter()
+            .map(|bytes| recover(bytes, self.config.chain_id, &self.cache))
+            .collect();
+        let mut inner = self.inner.lock();
+        let results: Vec<_> = recovered
+            .into_iter()
+            .map(|tx| tx.and_then(|tx| self.admit(&mut inner, tx, state, base_fee)))
+            .collect();
+        Self::publish_size(&inner);
+        drop(inner);
+        for result in &results {
+            match result {
+                Ok(_) => metrics::counter!("stave_txpool_admitted_total").increment(1),
+                Err(error) => {
+                    metrics::counter!("stave_txpool_rejected_total", "reason" => error.label())
+                        .increment(1);
+                }
+            }
+        }
+        results
+    }
+
+    fn admit(
+        &self,
+        inner: &mut Inner,
+        tx: RecoveredTx,
+        state: &dyn StateReader,
+        base_fee: u64,
+    ) -> Result<B256, PoolError> {
+        let hash = tx.tx.hash();
+        if inner.by_hash.contains_key(&hash) {
+            return Err(PoolError::AlreadyKnown);
+        }
+        let envelope = tx.tx.envelope();
+        let (nonce, gas_limit, max_fee) = (
+            envelope.nonce(),
+            envelope.gas_limit(),
+            envelope.max_fee_per_gas(),
+        );
+        if gas_limit > self.config.block_gas_limit {
+            return Err(PoolError::GasLimitTooHigh);
+        }
+        if max_fee < u128::from(base_fee) {
+            return Err(PoolError::FeeCapTooLow {
+                fee_cap: max_fee,
+                base_fee,
+            });
+        }
+        let account = state.account(tx.sender).map_err(state_error)?;
+        let (state_nonce, balance) = account.map_or((0, U256::ZERO), |a| (a.nonce, a.balance));
+        if nonce < state_nonce {
+            return Err(PoolError::NonceTooLow {
+                next: state_nonce,
+                nonce,
+            });
+        }
+        let cost = U256::from(gas_limit) * U256::from(max_fee) + envelope.value();
+        if cost > balance {
+            return Err(PoolError::InsufficientFunds { balance, cost });
+        }
+        let candidate = PoolTx {
+            max_tip: envelope.max_priority_fee_per_gas().unwrap_or(max_fee),
+            tx,
+            hash,
+            nonce,
+            max_fee,
+            arrival: inner.next_arrival,
+            added: Instant::now(),
+        };
+        let sender = candidate.tx.sender;
+        let queue = inner.senders.entry(sender).or_default();
+        if state_nonce > queue.state_nonce {
+            queue.state_nonce = state_nonce;
+        }
+        if let Some(existing) = queue.txs.get(&nonce) {
+            if !existing.replaceable_by(&candidate, self.config.price_bump_percent) {
+                return Err(PoolError::ReplacementUnderpriced);
+            }
+            let old = existing.hash;
+            inner.by_hash.remove(&old);
+            record_drop(old, DropReason::Replaced { by: hash });
+        } else {
+            let next = queue.pending_end();
+            if nonce > next + self.config.max_nonce_gap {
+                return Err(PoolError::NonceTooHigh {
+                    next,
+                    nonce,
+                    limit: self.config.max_nonce_gap,
+                });
+            }
+            if queue.txs.len() >= self.config.max_per_sender {
+                return Err(PoolError::SenderFull {
+                    limit: self.config.max_per_sender,
+                });
+            }
+            if inner.by_hash.len() >= self.config.max_txs {
+                Self::evict_cheapest(inner, &candidate, base_fee)?;
+            }
+        }
+        inner.next_arrival += 1;
+        let candidate = Arc::new(candidate);
+        inner.by_hash.insert(hash, candidate.clone());
+        inner
+            .senders
+            .entry(sender)
+            .or_default()
+            .txs
+            .insert(nonce, candidate);
+        Ok(hash)
+    }
+
+    /// Makes room for `candidate` by dropping the cheapest transaction that is last in its
+    /// sender's queue (dropping one from the middle would strand the ones behind it).
+    fn evict_cheapest(
+        inner: &mut Inner,
+        candidate: &PoolTx,
+        base_fee: u64,
+    ) -> Result<(), PoolError> {
+        let cheapest = inner
+            .senders
+            .iter()
+            .filter_map(|(sender, queue)| queue.txs.values().next_back().map(|tx| (*sender, tx)))
+            .min_by_key(|(_, tx)| (tx.effective_tip(base_fee), std::cmp::Reverse(tx.arrival)))
+            .map(|(sender, tx)| (sender, tx.nonce, tx.hash, tx.effective_tip(base_fee)));
+        match cheapest {
+            Some((sender, nonce, hash, tip)) if tip < candidate.effective_tip(base_fee) => {
+                Self::remove(inner, sender, nonce);
+                record_drop(hash, DropReason::Evicted);
+                Ok(())
+            }
+            _ => Err(PoolError::PoolFull),
+        }
+    }
+
+    fn remove(inner: &mut Inner, sender: Address, nonce: u64) -> Option<Arc<PoolTx>> {
+        let queue = inner.senders.get_mut(&sender)?;
+        let tx = queue.txs.remove(&nonce)?;
+        if queue.txs.is_empty() {
+            inner.senders.remove(&sender);
+        }
+        inner.by_hash.remove(&tx.hash);
+        Some(tx)
+    }
+
+    fn publish_size(inner: &Inner) {
+        let status = Self::status_of(inner);
+        metrics::gauge!("stave_txpool_transactions", "kind" => "pending")
+            .set(status.pending as f64);
+        metrics::gauge!("stave_txpool_transactions", "kind" => "queued").set(status.queued as f64);
+    }
+
+    /// Picks the transactions of the next block: executable ones only, each sender's in
+    /// nonce order, the highest tip at `base_fee` first and earlier arrival on ties, until
+    /// `max_txs` or `gas_limit` (by gas limit) is reached. They stay in the pool until
+    /// [`TxPool::on_block`] sees them committed.
+    pub fn select(&self, base_fee: u64, gas_limit: u64, max_txs: usize) -> Vec<RecoveredTx> {
+        /// A sender's next executable transaction, ordered for the max-heap.
+        struct Head(Arc<PoolTx>, u128);
+        impl PartialEq for Head {
+            fn eq(&self, other: &Self) -> bool {
+                self.cmp(other) == Ordering::Equal
+            }
+        }
+        impl Eq for Head {}
+        impl PartialOrd for Head {
+            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl Ord for Head {
+            fn cmp(&self, other: &Self) -> Ordering {
+                self.1
+                    .cmp(&other.1)
+                    .then_with(|| other.0.arrival.cmp(&self.0.arrival))
+            }
+        }
+
+        let inner = self.inner.lock();
+        let head_of = |queue: &SenderQueue, nonce: u64| {
+            queue.txs.get(&nonce).and_then(|tx| {
+                (tx.max_fee >= u128::from(base_fee))
+                    .then(|| Head(tx.clone(), tx.effective_tip(base_fee)))
+            })
+        };
+        let mut heap: BinaryHeap<Head> = inner
+            .senders
+            .values()
+            .filter_map(|queue| head_of(queue, queue.state_nonce))
+            .collect();
+        let mut selected = Vec::new();
+        let mut gas_left = gas_limit;
+        while let Some(Head(tx, _)) = heap.pop() {
+            if selected.len() >= max_txs {
+                break;
+            }
+            let gas = tx.tx.tx.envelope().gas_limit();
+            if gas > gas_left {
+                // Its sender's later nonces cannot go in without it.
+                continue;
+            }
+            gas_left -= gas;
+            if let Some(queue) = inner.senders.get(&tx.tx.sender)
+                && let Some(next) = head_of(queue, tx.nonce + 1)
+            {
+                heap.push(next);
+            }
+            selected.push(tx.tx.clone());
+        }
+        selected
+    }
+
+    /// Updates the pool after a block was committed: drops the included transactions,
+    /// every other transaction whose nonce the block used (reason `NonceUsed`), and queued
+    /// transactions older than the queued lifetime (reason `Expired`). `state` is the
+    /// committed state after the block.
+    pub fn on_block(
+        &self,
+        included: &[RecoveredTx],
+        state: &dyn StateReader,
+    ) -> Result<(), PoolError> {
+        let mut inner = self.inner.lock();
+        let mut touched: Vec<Address> = Vec::new();
+        for tx in included {
+            let hash = tx.tx.hash();
+            if let Some(pooled) = inner.by_hash.get(&hash).cloned() {
+                Self::remove(&mut inner, pooled.tx.sender, pooled.nonce);
+            }
+            touched.push(tx.sender);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for sender in touched {
+            let Some(queue) = inner.senders.get_mut(&sender) else {
+                continue;
+            };
+            let nonce = state
+                .account(sender)
+                .map_err(state_error)?
+                .map_or(0, |account| account.nonce);
+            queue.state_nonce = queue.state_nonce.max(nonce);
+            let stale: Vec<u64> = queue.txs.range(..nonce).map(|(n, _)| *n).collect();
+            for stale_nonce in stale {
+                if let Some(tx) = Self::remove(&mut inner, sender, stale_nonce) {
+                    record_drop(tx.hash, DropReason::NonceUsed);
+                }
+            }
+        }
+        self.expire_queued(&mut inner);
+        Self::publish_size(&inner);
+        Ok(())
+    }
+
+    fn expire_queued(&self, inner: &mut Inner) {
+        let lifetime = self.config.queued_lifetime;
+        let expired: Vec<(Address, u64, B256)> = inner
+            .senders
+            .iter()
+            .flat_map(|(sender, queue)| {
+                queue
+                    .txs
+                    .range(queue.pending_end()..)
+                    .filter(|(_, tx)| tx.added.elapsed() >= lifetime)
+                    .map(|(nonce, tx)| (*sender, *nonce, tx.hash))
+            })
+            .collect();
+        for (sender, nonce, hash) in expired {
+            Self::remove(inner, sender, nonce);
+            record_drop(hash, DropReason::Expired);
+        }
+    }
+
+    /// The transaction with this hash, if it is in the pool.
+    pub fn get(&self, hash: &B256) -> Option<Arc<PoolTx>> {
+        self.inner.lock().by_hash.get(hash).cloned()
+    }
+
+    /// The nonce `sender`'s next transaction should use, counting its executable
+    /// transactions in the pool; `None` when the pool holds none of its transactions.
+    pub fn pending_nonce(&self, sender: Address) -> Option<u64> {
+        self.inner
+            .lock()
+            .senders
+            .get(&sender)
+            .map(SenderQueue::pending_end)
+    }
+
+    fn status_of(inner: &Inner) -> PoolStatus {
+        let pending: usize = inner
+            .senders
+            .values()
+            .map(|queue| (queue.pending_end() - queue.state_nonce) as usize)
+            .sum();
+        PoolStatus {
+            pending,
+            queued: inner.by_hash.len() - pending,
+        }
+    }
+
+    /// How many transactions are pending and queued.
+    pub fn status(&self) -> PoolStatus {
+        Self::status_of(&self.inner.lock())
+    }
+
+    /// Every sender's pending and queued transactions.
+    pub fn content(&self) -> BTreeMap<Address, SenderContent> {
+        let inner = self.inner.lock();
+        inner
+            .senders
+            .iter()
+            .map(|(sender, queue)| {
+                let end = queue.pending_end();
+                let mut content = SenderContent::default();
+                for (nonce, tx) in &queue.txs {
+                    if *nonce < end {
+                        content.pending.push(tx.clone());
+                    } else {
+                        content.queued.push(tx.clone());
+                    }
+                }
+                (*sender, content)
+            })
+            .collect()
+    }
+}
