@@ -10,6 +10,7 @@
 //! The chain runs Prague rules ([`stave_primitives::SPEC`]); the chain id comes from the
 //! genesis, the base fee and gas limit from the header.
 
+mod call;
 mod db;
 mod error;
 mod evm;
@@ -17,6 +18,7 @@ mod parallel;
 mod serial;
 mod state;
 
+pub use call::{CallOutcome, CallRequest, call};
 pub use error::{ExecError, StateError};
 pub use parallel::ParallelExecutor;
 pub use serial::{ExecutionOutcome, Mode, SkippedTx, execute_serial};
