@@ -10,12 +10,12 @@
 //! - `Headers`: number → header RLP; `BlockNumbers`: hash → number;
 //! - `Bodies`: number → the offset-indexed transaction list as received;
 //! - `Receipts`: number → RLP list of receipts;
-//! - `TxIndex`: tx hash → number ‖ index (u32);
+//! - `TxIndex`: tx hash → number ‖ index (u32); `Blooms`: number → logs bloom (256);
 //! - `Accounts`: address → nonce (u64) ‖ balance (32) ‖ code hash (32);
 //! - `Storage`: address ‖ slot (32) → value (32), absent when zero;
 //! - `Code`: code hash → code; `Meta`: `head` → number ‖ hash.
 
-use alloy_primitives::{Address, B256, U256};
+use alloy_primitives::{Address, B256, Bloom, U256};
 use alloy_rlp::Decodable;
 use rayon::prelude::*;
 use stave_primitives::{AccountDiff, AccountState, Header, Receipt, SealedBlock, StateDiff};
@@ -118,6 +118,13 @@ pub fn receipts(store: &dyn KvStore, number: u64) -> Result<Option<Vec<Receipt>>
         &number.to_be_bytes(),
         |mut bytes| Vec::<Receipt>::decode(&mut bytes).ok(),
     )
+}
+
+/// The logs bloom of block `number`: every address and topic its logs carry.
+pub fn logs_bloom(store: &dyn KvStore, number: u64) -> Result<Option<Bloom>, StorageError> {
+    read(store, Table::Blooms, &number.to_be_bytes(), |bytes| {
+        (bytes.len() == 256).then(|| Bloom::from_slice(bytes))
+    })
 }
 
 /// The stored account at `address`.
@@ -238,6 +245,11 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
     batch.put(Table::BlockNumbers, hash.to_vec(), number);
     batch.put(Table::Bodies, number, input.body);
     batch.put(Table::Receipts, number, receipts);
+    let bloom = input
+        .receipts
+        .iter()
+        .fold(Bloom::ZERO, |bloom, receipt| bloom | receipt.logs_bloom);
+    batch.put(Table::Blooms, number, bloom.to_vec());
     batch.extend(tx_index);
     batch.extend(state);
     for (code_hash, code) in &input.diff.codes {

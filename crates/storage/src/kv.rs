@@ -16,6 +16,9 @@ pub enum Table {
     Receipts,
     /// Transaction hash → (block number, index).
     TxIndex,
+    /// Block number → logs bloom of all its receipts: the index `eth_getLogs` filters
+    /// blocks with before it reads any receipt.
+    Blooms,
     /// Address → account.
     Accounts,
     /// Address ‖ slot → value.
@@ -28,12 +31,13 @@ pub enum Table {
 
 impl Table {
     /// Every table, in a fixed order (the order of the LMDB databases).
-    pub const ALL: [Table; 9] = [
+    pub const ALL: [Table; 10] = [
         Table::Headers,
         Table::BlockNumbers,
         Table::Bodies,
         Table::Receipts,
         Table::TxIndex,
+        Table::Blooms,
         Table::Accounts,
         Table::Storage,
         Table::Code,
@@ -48,6 +52,7 @@ impl Table {
             Table::Bodies => "bodies",
             Table::Receipts => "receipts",
             Table::TxIndex => "tx_index",
+            Table::Blooms => "blooms",
             Table::Accounts => "accounts",
             Table::Storage => "storage",
             Table::Code => "code",

@@ -14,7 +14,7 @@ use stave_storage::{
     KvStore, LmdbStore, StorageError,
     commit::{
         BlockToCommit, Committed, account, block_number, commit_block, encode_block_batch, head,
-        header, receipts, storage, tx_location,
+        header, logs_bloom, receipts, storage, tx_location,
     },
 };
 
@@ -135,6 +135,12 @@ fn every_table_reads_back_what_the_block_wrote() {
         receipts(&store, 1).expect("reads"),
         Some(one.receipts.clone())
     );
+    let bloom = one
+        .receipts
+        .iter()
+        .fold(alloy_primitives::Bloom::ZERO, |all, r| all | r.logs_bloom);
+    assert_eq!(logs_bloom(&store, 1).expect("reads"), Some(bloom));
+    assert_eq!(logs_bloom(&store, 2).expect("reads"), None);
     for (i, tx) in one.block.transactions().iter().enumerate() {
         assert_eq!(
             tx_location(&store, tx.hash()).expect("reads"),
