@@ -78,7 +78,11 @@ pub fn call(
         gas_limit: header.gas_limit.max(request.gas),
         ..header.clone()
     };
-    let mut evm = block_evm(BlockDb::new(Overlay::new(base, &diff)), chain_id, &call_header);
+    let mut evm = block_evm(
+        BlockDb::new(Overlay::new(base, &diff)),
+        chain_id,
+        &call_header,
+    );
     evm.ctx.cfg.disable_nonce_check = true;
     let tx = TxEnv {
         tx_type: 0,
@@ -96,7 +100,9 @@ pub fn call(
     let _discarded = evm.finalize();
     let result = match outcome {
         Ok(result) => result,
-        Err(EVMError::Transaction(invalid)) => return Ok(CallOutcome::Invalid(invalid.to_string())),
+        Err(EVMError::Transaction(invalid)) => {
+            return Ok(CallOutcome::Invalid(invalid.to_string()));
+        }
         Err(EVMError::Database(error)) => return Err(error.into()),
         Err(other) => {
             return Err(ExecError::Evm {

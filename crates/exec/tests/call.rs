@@ -58,15 +58,24 @@ fn a_view_call_returns_state_and_a_transfer_call_keeps_nothing() {
         input: erc20_transfer_calldata(Address::repeat_byte(1), U256::from(5)),
         ..CallRequest::default()
     };
-    assert!(matches!(call(&state, CHAIN, &header, &send), Ok(CallOutcome::Success { .. })));
-    assert_eq!(state.account(holder).expect("reads").expect("exists").nonce, 0);
+    assert!(matches!(
+        call(&state, CHAIN, &header, &send),
+        Ok(CallOutcome::Success { .. })
+    ));
+    assert_eq!(
+        state.account(holder).expect("reads").expect("exists").nonce,
+        0
+    );
 
     // More tokens than the holder has: the contract reverts.
     let too_much = CallRequest {
         input: erc20_transfer_calldata(Address::repeat_byte(1), thousand_tokens + U256::from(1)),
         ..send.clone()
     };
-    assert!(matches!(call(&state, CHAIN, &header, &too_much), Ok(CallOutcome::Revert { .. })));
+    assert!(matches!(
+        call(&state, CHAIN, &header, &too_much),
+        Ok(CallOutcome::Revert { .. })
+    ));
 
     // Sending more ETH than the caller has cannot start.
     let broke = CallRequest {
@@ -76,9 +85,18 @@ fn a_view_call_returns_state_and_a_transfer_call_keeps_nothing() {
         value: U256::from(1),
         ..CallRequest::default()
     };
-    assert!(matches!(call(&state, CHAIN, &header, &broke), Ok(CallOutcome::Invalid(_))));
+    assert!(matches!(
+        call(&state, CHAIN, &header, &broke),
+        Ok(CallOutcome::Invalid(_))
+    ));
 
     // Too little gas halts.
-    let starved = CallRequest { gas: 30_000, ..send };
-    assert!(matches!(call(&state, CHAIN, &header, &starved), Ok(CallOutcome::Halt { .. })));
+    let starved = CallRequest {
+        gas: 30_000,
+        ..send
+    };
+    assert!(matches!(
+        call(&state, CHAIN, &header, &starved),
+        Ok(CallOutcome::Halt { .. })
+    ));
 }

@@ -241,7 +241,10 @@ impl<'s> Chain<'s> {
             base_fee_per_gas: parent.base_fee_per_gas,
             ..Header::default()
         };
-        let outcome = self.execute(&header, txs, Mode::Build)?;
+        let (outcome, _) = stage("execute", header.number, || {
+            self.execute(&header, txs, Mode::Build)
+        });
+        let outcome = outcome?;
         let transactions: Vec<_> = outcome
             .included
             .iter()
@@ -264,11 +267,20 @@ impl<'s> Chain<'s> {
         })
     }
 
+    /// Commits a block [`Chain::prepare`] made (the commit stage).
+    pub fn commit(&self, prepared: &PreparedBlock) -> Result<Committed, ImportError> {
+        let number = prepared.block.number();
+        let (committed, _) = stage("commit", number, || {
+            commit_block(self.store, &prepared.input(), self.parallel())
+        });
+        Ok(committed?)
+    }
+
     /// Builds the next block from `txs` (invalid ones are left out), commits it, and
     /// returns it encoded (DESIGN.md §3.2).
     pub fn build(&mut self, txs: Vec<RecoveredTx>, timestamp: u64) -> Result<Vec<u8>, ImportError> {
         let prepared = self.prepare(&txs, timestamp)?;
-        commit_block(self.store, &prepared.input(), self.parallel())?;
+        self.commit(&prepared)?;
         Ok(encode_block_parts(prepared.block.header(), &prepared.body))
     }
 

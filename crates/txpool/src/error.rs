@@ -123,6 +123,9 @@ pub enum DropReason {
     Expired,
     /// Another transaction with its nonce was included in a block.
     NonceUsed,
+    /// It was selected for a block but could not execute there (its sender's balance or
+    /// nonce changed since admission).
+    FailedExecution,
 }
 
 impl DropReason {
@@ -133,6 +136,7 @@ impl DropReason {
             Self::Evicted => "evicted",
             Self::Expired => "expired",
             Self::NonceUsed => "nonce_used",
+            Self::FailedExecution => "failed_execution",
         }
     }
 }

@@ -451,6 +451,19 @@ impl TxPool {
         Ok(())
     }
 
+    /// Drops the transactions with these hashes (those absent are ignored), for `reason`.
+    pub fn discard(&self, hashes: &[B256], reason: DropReason) {
+        let mut inner = self.inner.lock();
+        for hash in hashes {
+            if let Some(tx) = inner.by_hash.get(hash).cloned()
+                && Self::remove(&mut inner, tx.tx.sender, tx.nonce).is_some()
+            {
+                record_drop(*hash, reason);
+            }
+        }
+        Self::publish_size(&inner);
+    }
+
     fn expire_queued(&self, inner: &mut Inner) {
         let lifetime = self.config.queued_lifetime;
         let expired: Vec<(Address, u64, B256)> = inner

@@ -1,0 +1,99 @@
+//! Block production from the txpool, and state queries at recent blocks.
+
+use std::sync::Arc;
+
+use stave_node::{BlockProducer, Chain, ChainView, HISTORY_DEPTH, ViewError};
+use stave_primitives::{Address, ChainSpec, DEFAULT_BASE_FEE, U256, dev::dev_account};
+use stave_sdk::{LocalSigner, TxBuilder};
+use stave_storage::LmdbStore;
+use stave_txpool::{PoolConfig, TxPool};
+use stave_verify::SenderCache;
+
+const CHAIN_ID: u64 = 1337;
+
+fn transfer(nonce: u64, value: u64) -> Vec<u8> {
+    let signer = LocalSigner::from_secret(&dev_account(0).secret).expect("key");
+    let tx = TxBuilder::new(CHAIN_ID, 2 * u128::from(DEFAULT_BASE_FEE)).transfer(
+        nonce,
+        Address::repeat_byte(0x42),
+        U256::from(value),
+    );
+    signer.sign_tx(tx).expect("signs").encoded()
+}
+
+#[test]
+fn produced_blocks_empty_the_pool_and_every_recent_state_stays_queryable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 256 << 20).expect("opens");
+    let spec = ChainSpec::dev(CHAIN_ID, 2);
+    let cache = Arc::new(SenderCache::new(1024));
+    let chain = Chain::open_with(
+        &store,
+        &spec,
+        2,
+        stave_node::Parallelism::Parallel,
+        Some(cache.clone()),
+    )
+    .expect("opens");
+    let view = Arc::new(ChainView::new(&store, spec.clone()));
+    let pool = Arc::new(TxPool::new(
+        PoolConfig::new(CHAIN_ID, spec.gas_limit()),
+        cache,
+    ));
+    let mut producer = BlockProducer::new(chain, view.clone(), pool.clone(), 100);
+    let receiver = Address::repeat_byte(0x42);
+    let balance_at = |number: Option<u64>| {
+        view.with_state(number, |state, _| {
+            state
+                .account(receiver)
+                .expect("reads")
+                .map_or(U256::ZERO, |account| account.balance)
+        })
+    };
+
+    assert!(
+        producer.produce(1).expect("produces").is_none(),
+        "nothing to include"
+    );
+    let blocks = HISTORY_DEPTH as u64 + 2;
+    for nonce in 0..blocks {
+        let added = pool.add(
+            &[transfer(nonce, 1)],
+            &stave_node::DiskState::new(&store),
+            DEFAULT_BASE_FEE,
+        );
+        assert!(added[0].is_ok(), "{added:?}");
+        let produced = producer
+            .produce(nonce + 1)
+            .expect("produces")
+            .expect("a block");
+        assert_eq!(produced.block.number(), nonce + 1);
+        assert_eq!(produced.block.transactions().len(), 1);
+        assert_eq!(produced.dropped, 0);
+        assert_eq!(pool.status().pending, 0);
+    }
+    // Block n paid the receiver n wei in total; its state is queryable for the last
+    // HISTORY_DEPTH blocks and before that says so.
+    assert_eq!(balance_at(None).expect("head"), U256::from(blocks));
+    for back in 0..HISTORY_DEPTH as u64 {
+        let number = blocks - back;
+        assert_eq!(
+            balance_at(Some(number)).expect("kept"),
+            U256::from(number),
+            "block {number}"
+        );
+    }
+    let oldest_kept = blocks - HISTORY_DEPTH as u64;
+    assert_eq!(
+        balance_at(Some(oldest_kept)).expect("kept"),
+        U256::from(oldest_kept)
+    );
+    assert!(matches!(
+        balance_at(Some(oldest_kept - 1)),
+        Err(ViewError::StateNotAvailable { .. })
+    ));
+    assert!(matches!(
+        balance_at(Some(blocks + 1)),
+        Err(ViewError::UnknownBlock(_))
+    ));
+}
