@@ -135,9 +135,10 @@ impl<'s> BlockProducer<'s> {
         }
     }
 
-    /// Builds the next block from the pool's best transactions and commits it; `None`
-    /// when the pool has nothing executable.
-    pub fn produce(&mut self, timestamp: u64) -> Result<Option<Produced>, ImportError> {
+    /// Builds the next block from the pool's best transactions (possibly none: a chain
+    /// that keeps producing lets clients waiting for "the next block" make progress) and
+    /// commits it.
+    pub fn produce(&mut self, timestamp: u64) -> Result<Produced, ImportError> {
         let store = self.view.store;
         let (head, _) = self.chain.head()?;
         let parent = commit::header(store, head)?.ok_or(ImportError::NoGenesis)?;
@@ -146,9 +147,6 @@ impl<'s> BlockProducer<'s> {
             parent.gas_limit,
             self.max_block_txs,
         );
-        if selected.is_empty() {
-            return Ok(None);
-        }
         let prepared = self
             .chain
             .prepare(&selected, timestamp.max(parent.timestamp))?;
@@ -180,10 +178,10 @@ impl<'s> BlockProducer<'s> {
         }
         metrics::counter!("stave_transactions_total").increment(included.len() as u64);
         metrics::gauge!("stave_head").set(prepared.block.number() as f64);
-        Ok(Some(Produced {
+        Ok(Produced {
             block: prepared.block,
             receipts: prepared.receipts,
             dropped: failed.len(),
-        }))
+        })
     }
 }

@@ -6,6 +6,7 @@ mod chain;
 mod genesis;
 mod input;
 mod keys;
+mod node;
 mod tx;
 
 use clap::Subcommand;
@@ -29,6 +30,8 @@ pub enum Command {
     Import(chain::ImportArgs),
     /// Export a data dir's blocks as a block stream.
     Export(chain::ExportArgs),
+    /// Run a node: `--dev` for a single-validator dev chain, `--config FILE` otherwise.
+    Node(node::NodeArgs),
     /// Run a measured workload and report throughput stage by stage.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -43,6 +46,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Genesis(cmd) => genesis::run(cmd),
         Command::Import(args) => chain::import(args),
         Command::Export(args) => chain::export(args),
+        Command::Node(args) => node::run(args),
         Command::Bench(cmd) => bench::run(cmd),
     }
 }

@@ -1,0 +1,283 @@
+//! `stave node`: a running node. `--dev` is a single-validator chain on the embedded
+//! default (DESIGN.md §6): chain id 1337, the Hardhat/Anvil mnemonic's first 10 accounts
+//! funded with 10,000 ETH, JSON-RPC on 8545, Prometheus metrics on 9001. A block is
+//! produced every `block_time_ms` (empty if need be: clients waiting for the next block
+//! must get one), or as soon as the pool holds a full block, through the import
+//! pipeline's execute and commit stages.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use alloy_signer_local::{MnemonicBuilder, coins_bip39::English};
+use anyhow::Context;
+use clap::Args;
+use serde::Deserialize;
+use stave_node::{BlockProducer, Chain, ChainView, Parallelism};
+use stave_primitives::{ChainSpec, DEV_BALANCE_WEI, U256};
+use stave_rpc::{NodeContext, RpcConfig};
+use stave_storage::{DEFAULT_MAP_SIZE, LmdbStore};
+use stave_txpool::{PoolConfig, TxPool};
+use stave_verify::{DEFAULT_SENDER_CACHE_CAPACITY, SenderCache};
+use tokio::sync::broadcast;
+
+use super::keys::DEV_MNEMONIC;
+
+/// Chain id of `stave node --dev`, as Hardhat and Anvil.
+const DEV_CHAIN_ID: u64 = 1337;
+/// How many mnemonic accounts the dev chain funds.
+const DEV_ACCOUNTS: u32 = 10;
+
+/// Arguments of `stave node`.
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// Run a single-validator dev chain (chain id 1337, funded Hardhat/Anvil accounts).
+    #[arg(long, conflicts_with = "config")]
+    dev: bool,
+    /// A TOML config file (datadir, genesis, ports, limits).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The data dir (with --dev: default a fresh temporary one).
+    #[arg(long)]
+    datadir: Option<PathBuf>,
+    /// JSON-RPC address (HTTP and WebSocket).
+    #[arg(long)]
+    rpc_addr: Option<SocketAddr>,
+    /// Prometheus metrics address.
+    #[arg(long)]
+    metrics_addr: Option<SocketAddr>,
+    /// Longest time between blocks, in milliseconds.
+    #[arg(long)]
+    block_time_ms: Option<u64>,
+    /// Most transactions per block; a full pool produces a block at once.
+    #[arg(long)]
+    block_txs: Option<usize>,
+}
+
+/// The TOML config of `stave node --config FILE`. Every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    /// Data dir (relative paths are relative to the config file).
+    datadir: Option<PathBuf>,
+    /// Genesis file in go-ethereum's format (relative to the config file).
+    genesis: Option<PathBuf>,
+    /// LMDB map size in bytes.
+    map_size: Option<usize>,
+    rpc_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
+    block_time_ms: Option<u64>,
+    block_txs: Option<usize>,
+    /// Most transactions in the txpool.
+    pool_max_txs: Option<usize>,
+    /// Most transactions per sender in the txpool.
+    pool_max_per_sender: Option<usize>,
+}
+
+/// The dev chain's genesis: the mnemonic's first accounts, funded.
+fn dev_spec() -> anyhow::Result<(ChainSpec, Vec<(String, String)>)> {
+    let mut genesis = ChainSpec::dev(DEV_CHAIN_ID, 0).genesis().clone();
+    let mut accounts = Vec::new();
+    for index in 0..DEV_ACCOUNTS {
+        let signer = MnemonicBuilder::<English>::default()
+            .phrase(DEV_MNEMONIC)
+            .index(index)?
+            .build()?;
+        genesis.alloc.insert(
+            signer.address(),
+            alloy_genesis::GenesisAccount::default().with_balance(U256::from(DEV_BALANCE_WEI)),
+        );
+        accounts.push((
+            signer.address().to_checksum(None),
+            format!("0x{}", hex::encode(signer.credential().to_bytes())),
+        ));
+    }
+    Ok((ChainSpec::from_genesis(genesis)?, accounts))
+}
+
+fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+/// Runs `stave node` until SIGINT or SIGTERM.
+pub fn run(args: NodeArgs) -> anyhow::Result<()> {
+    let (config, base) = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let config: Config =
+                toml::from_str(&text).with_context(|| format!("in {}", path.display()))?;
+            (
+                config,
+                path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            )
+        }
+        None if args.dev => (Config::default(), PathBuf::from(".")),
+        None => anyhow::bail!("give --dev for a dev chain, or --config FILE"),
+    };
+    let (spec, dev_accounts) = match &config.genesis {
+        Some(path) => {
+            let path = base.join(path);
+            let json = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            (
+                ChainSpec::from_json(&json).with_context(|| format!("in {}", path.display()))?,
+                Vec::new(),
+            )
+        }
+        None => dev_spec()?,
+    };
+    let temp_dir;
+    let datadir = match args.datadir.or(config.datadir.map(|dir| base.join(dir))) {
+        Some(dir) => dir,
+        None => {
+            temp_dir = tempfile::tempdir().context("creating a temporary data dir")?;
+            temp_dir.path().to_path_buf()
+        }
+    };
+    let rpc_addr = args
+        .rpc_addr
+        .or(config.rpc_addr)
+        .unwrap_or_else(|| RpcConfig::default().addr);
+    let metrics_addr = args
+        .metrics_addr
+        .or(config.metrics_addr)
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 9001)));
+    let block_time =
+        Duration::from_millis(args.block_time_ms.or(config.block_time_ms).unwrap_or(1_000));
+    let block_txs = args.block_txs.or(config.block_txs).unwrap_or(2_500);
+
+    std::fs::create_dir_all(&datadir).with_context(|| format!("creating {}", datadir.display()))?;
+    // The store lives as long as the process; the RPC server's tasks need it 'static.
+    let store: &'static LmdbStore = Box::leak(Box::new(
+        LmdbStore::open(&datadir, config.map_size.unwrap_or(DEFAULT_MAP_SIZE))
+            .with_context(|| format!("opening {}", datadir.display()))?,
+    ));
+    let threads = rayon::current_num_threads();
+    let cache = Arc::new(SenderCache::new(DEFAULT_SENDER_CACHE_CAPACITY));
+    let chain = Chain::open_with(
+        store,
+        &spec,
+        threads,
+        Parallelism::Parallel,
+        Some(cache.clone()),
+    )
+    .context("opening the chain (is the data dir from another genesis?)")?;
+    let view = Arc::new(ChainView::new(store, spec.clone()));
+    let mut pool_config = PoolConfig::new(spec.chain_id(), spec.gas_limit());
+    if let Some(max) = config.pool_max_txs {
+        pool_config.max_txs = max;
+    }
+    if let Some(max) = config.pool_max_per_sender {
+        pool_config.max_per_sender = max;
+    }
+    let pool = Arc::new(TxPool::new(pool_config, cache));
+    let producer = BlockProducer::new(chain, view.clone(), pool.clone(), block_txs);
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(metrics_addr)
+            .install()
+            .with_context(|| format!("serving metrics on {metrics_addr}"))?;
+        let (heads, _) = broadcast::channel(1_024);
+        let ctx = NodeContext {
+            view: view.clone(),
+            pool: pool.clone(),
+            heads: heads.clone(),
+            config: RpcConfig {
+                addr: rpc_addr,
+                ..RpcConfig::default()
+            },
+        };
+        let (bound, server) = stave_rpc::start(ctx).await?;
+        let (head, _) = view.head()?;
+        println!(
+            "stave node: chain id {}, head {head}, data dir {}",
+            spec.chain_id(),
+            datadir.display()
+        );
+        if !dev_accounts.is_empty() {
+            println!("dev accounts (mnemonic \"{DEV_MNEMONIC}\"), 10,000 ETH each:");
+            for (index, (address, key)) in dev_accounts.iter().enumerate() {
+                println!("  ({index}) {address}  key {key}");
+            }
+        }
+        println!(
+            "JSON-RPC on http://{bound} and ws://{bound}; metrics on http://{metrics_addr}/metrics"
+        );
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let producing = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("block-producer".into())
+                .spawn(move || {
+                    let result =
+                        produce_blocks(producer, &pool, &heads, &stop, block_time, block_txs);
+                    let _ = done_tx.send(());
+                    result
+                })
+                .context("starting the block producer")?
+        };
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .context("installing the SIGTERM handler")?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => println!("SIGINT: stopping"),
+            _ = terminate.recv() => println!("SIGTERM: stopping"),
+            _ = done_rx => {}
+        }
+        stop.store(true, Ordering::Relaxed);
+        let produced = producing
+            .join()
+            .map_err(|_| anyhow::anyhow!("the block producer panicked"))?;
+        let _ = server.stop();
+        server.stopped().await;
+        let (head, hash) = view.head()?;
+        println!("stopped at block {head} ({hash})");
+        produced
+    })
+}
+
+/// The producer loop: a block whenever the pool holds a full one or `block_time` passed. Stops at `stop`, or on the first error (storage full...).
+fn produce_blocks(
+    mut producer: BlockProducer<'static>,
+    pool: &TxPool,
+    heads: &broadcast::Sender<Arc<stave_node::Produced>>,
+    stop: &AtomicBool,
+    block_time: Duration,
+    block_txs: usize,
+) -> anyhow::Result<()> {
+    let mut last = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        if pool.status().pending < block_txs && last.elapsed() < block_time {
+            std::thread::sleep(Duration::from_millis(2));
+            continue;
+        }
+        last = Instant::now();
+        let produced = producer
+            .produce(unix_seconds())
+            .context("producing a block")?;
+        tracing::info!(
+            number = produced.block.number(),
+            txs = produced.block.transactions().len(),
+            "block"
+        );
+        // No subscriber is not an error.
+        let _ = heads.send(Arc::new(produced));
+    }
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! The JSON-RPC methods Stave serves, as jsonrpsee traits.
+
+use alloy_eips::{BlockId, BlockNumberOrTag};
+use alloy_primitives::{Address, B256, Bytes, U64, U256};
+use alloy_rpc_types_eth::{
+    Block, FeeHistory, Filter, Log, Transaction, TransactionReceipt, TransactionRequest,
+};
+use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use serde_json::Value;
+
+/// `web3_*` and `net_*`.
+#[rpc(server)]
+pub trait Web3Api {
+    /// The node's name and version.
+    #[method(name = "web3_clientVersion")]
+    fn client_version(&self) -> RpcResult<String>;
+    /// The chain id, in decimal (the network id).
+    #[method(name = "net_version")]
+    fn net_version(&self) -> RpcResult<String>;
+    /// Whether the node accepts peers (a dev node has none; always true).
+    #[method(name = "net_listening")]
+    fn net_listening(&self) -> RpcResult<bool>;
+}
+
+/// `eth_*`: chain, state, transactions, logs and subscriptions.
+#[rpc(server)]
+pub trait EthApi {
+    /// EIP-695 chain id.
+    #[method(name = "eth_chainId")]
+    fn chain_id(&self) -> RpcResult<U64>;
+    /// The head's number.
+    #[method(name = "eth_blockNumber")]
+    fn block_number(&self) -> RpcResult<U64>;
+    /// Accounts the node signs for: none.
+    #[method(name = "eth_accounts")]
+    fn accounts(&self) -> RpcResult<Vec<Address>>;
+    /// Not syncing: a dev node is always at its own head.
+    #[method(name = "eth_syncing")]
+    fn syncing(&self) -> RpcResult<bool>;
+    /// Balance at a block.
+    #[method(name = "eth_getBalance")]
+    fn balance(&self, address: Address, block: Option<BlockId>) -> RpcResult<U256>;
+    /// Nonce at a block; `pending` counts the txpool.
+    #[method(name = "eth_getTransactionCount")]
+    fn transaction_count(&self, address: Address, block: Option<BlockId>) -> RpcResult<U64>;
+    /// Code at a block.
+    #[method(name = "eth_getCode")]
+    fn code(&self, address: Address, block: Option<BlockId>) -> RpcResult<Bytes>;
+    /// A storage slot at a block.
+    #[method(name = "eth_getStorageAt")]
+    fn storage_at(&self, address: Address, slot: U256, block: Option<BlockId>) -> RpcResult<B256>;
+    /// Runs a call without a transaction.
+    #[method(name = "eth_call")]
+    async fn call(&self, request: TransactionRequest, block: Option<BlockId>) -> RpcResult<Bytes>;
+    /// The gas a transaction needs.
+    #[method(name = "eth_estimateGas")]
+    async fn estimate_gas(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockId>,
+    ) -> RpcResult<U64>;
+    /// A legacy gas price: base fee plus the suggested tip.
+    #[method(name = "eth_gasPrice")]
+    fn gas_price(&self) -> RpcResult<U256>;
+    /// The suggested priority fee.
+    #[method(name = "eth_maxPriorityFeePerGas")]
+    fn max_priority_fee(&self) -> RpcResult<U256>;
+    /// Base fees, gas used ratios and tip percentiles of recent blocks.
+    #[method(name = "eth_feeHistory")]
+    fn fee_history(
+        &self,
+        block_count: U64,
+        newest: BlockNumberOrTag,
+        reward_percentiles: Option<Vec<f64>>,
+    ) -> RpcResult<FeeHistory>;
+    /// Submits a signed transaction to the txpool.
+    #[method(name = "eth_sendRawTransaction")]
+    fn send_raw_transaction(&self, bytes: Bytes) -> RpcResult<B256>;
+    /// A transaction, pending or included.
+    #[method(name = "eth_getTransactionByHash")]
+    fn transaction_by_hash(&self, hash: B256) -> RpcResult<Option<Transaction>>;
+    /// An included transaction's receipt.
+    #[method(name = "eth_getTransactionReceipt")]
+    fn transaction_receipt(&self, hash: B256) -> RpcResult<Option<TransactionReceipt>>;
+    /// A block by number or tag.
+    #[method(name = "eth_getBlockByNumber")]
+    fn block_by_number(&self, number: BlockNumberOrTag, full: bool) -> RpcResult<Option<Block>>;
+    /// A block by hash.
+    #[method(name = "eth_getBlockByHash")]
+    fn block_by_hash(&self, hash: B256, full: bool) -> RpcResult<Option<Block>>;
+    /// Every receipt of a block.
+    #[method(name = "eth_getBlockReceipts")]
+    fn block_receipts(&self, block: BlockId) -> RpcResult<Option<Vec<TransactionReceipt>>>;
+    /// Logs matching a filter, from the bloom index.
+    #[method(name = "eth_getLogs")]
+    fn logs(&self, filter: Filter) -> RpcResult<Vec<Log>>;
+    /// `newHeads` or `logs` notifications.
+    #[subscription(name = "eth_subscribe" => "eth_subscription", unsubscribe = "eth_unsubscribe", item = Value)]
+    async fn subscribe(
+        &self,
+        kind: String,
+        filter: Option<Filter>,
+    ) -> jsonrpsee::core::SubscriptionResult;
+}
+
+/// `txpool_*`: what waits for a block.
+#[rpc(server)]
+pub trait TxpoolApi {
+    /// Pending and queued counts.
+    #[method(name = "txpool_status")]
+    fn status(&self) -> RpcResult<Value>;
+    /// Every pooled transaction by sender and nonce.
+    #[method(name = "txpool_content")]
+    fn content(&self) -> RpcResult<Value>;
+}

@@ -1,0 +1,84 @@
+//! JSON-RPC errors with the codes and messages Ethereum clients expect.
+
+use alloy_primitives::Bytes;
+use jsonrpsee::types::ErrorObjectOwned;
+use stave_node::ViewError;
+use stave_txpool::PoolError;
+
+/// go-ethereum's code for a failed server-side operation (nonce too low, state missing...).
+pub const SERVER_ERROR: i32 = -32000;
+/// JSON-RPC's code for invalid method parameters.
+pub const INVALID_PARAMS: i32 = -32602;
+/// The code clients read revert data from (EIP-1474 / geth: `execution reverted`).
+pub const EXECUTION_REVERTED: i32 = 3;
+/// The code for a query over a resource limit (as Infura and geth use for `eth_getLogs`).
+pub const LIMIT_EXCEEDED: i32 = -32005;
+
+/// What an RPC method can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    /// The txpool refused a transaction (its message is what clients match on).
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// The state asked for is not kept, or the block does not exist.
+    #[error(transparent)]
+    View(#[from] ViewError),
+    /// A parameter is wrong.
+    #[error("{0}")]
+    InvalidParams(String),
+    /// A call reverted.
+    #[error("execution reverted{}", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
+    Reverted {
+        /// The decoded `Error(string)` reason, when there is one.
+        reason: Option<String>,
+        /// The raw revert data.
+        data: Bytes,
+    },
+    /// A query went over a limit; the message says what would succeed.
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// Anything else the server failed at.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl RpcError {
+    /// An internal error from anything printable.
+    pub fn internal(error: impl std::fmt::Display) -> Self {
+        Self::Internal(error.to_string())
+    }
+}
+
+impl From<RpcError> for ErrorObjectOwned {
+    fn from(error: RpcError) -> Self {
+        let message = error.to_string();
+        match error {
+            RpcError::InvalidParams(_) => {
+                ErrorObjectOwned::owned(INVALID_PARAMS, message, None::<()>)
+            }
+            RpcError::Reverted { data, .. } => {
+                ErrorObjectOwned::owned(EXECUTION_REVERTED, message, Some(data))
+            }
+            RpcError::LimitExceeded(_) => {
+                ErrorObjectOwned::owned(LIMIT_EXCEEDED, message, None::<()>)
+            }
+            RpcError::Pool(_) | RpcError::View(_) | RpcError::Internal(_) => {
+                ErrorObjectOwned::owned(SERVER_ERROR, message, None::<()>)
+            }
+        }
+    }
+}
+
+/// The `Error(string)` reason in revert data, if that is what it holds.
+pub fn revert_reason(data: &[u8]) -> Option<String> {
+    // selector of Error(string), then offset, length, bytes
+    const ERROR_SELECTOR: [u8; 4] = [0x08, 0xc3, 0x79, 0xa0];
+    let body = data.strip_prefix(&ERROR_SELECTOR)?;
+    let word = |i: usize| body.get(i * 32..(i + 1) * 32);
+    let offset = usize::try_from(alloy_primitives::U256::from_be_slice(word(0)?)).ok()?;
+    let len_word = body.get(offset..offset.checked_add(32)?)?;
+    let len = usize::try_from(alloy_primitives::U256::from_be_slice(len_word)).ok()?;
+    let start = offset.checked_add(32)?;
+    let text = body.get(start..start.checked_add(len)?)?;
+    String::from_utf8(text.to_vec()).ok()
+}
