@@ -6,11 +6,23 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 stave="$1"
 ETHERS_VERSION=6.15.0
+VIEM_VERSION=2.57.20
+WEB3PY_VERSION=7.16.0
 tools="${STAVE_TOOLS_DIR:-$HOME/.cache/stave-tools}"
-ethers_dir="$tools/ethers-$ETHERS_VERSION"
-if [ ! -d "$ethers_dir/node_modules/ethers" ]; then
-    mkdir -p "$ethers_dir"
-    npm install --silent --prefix "$ethers_dir" "ethers@$ETHERS_VERSION" >/dev/null
+npm_tool() { # name version: installs once, prints the node_modules dir
+    local dir="$tools/$1-$2"
+    if [ ! -d "$dir/node_modules/$1" ]; then
+        mkdir -p "$dir"
+        npm install --silent --prefix "$dir" "$1@$2" >/dev/null
+    fi
+    echo "$dir/node_modules"
+}
+ethers_modules="$(npm_tool ethers "$ETHERS_VERSION")"
+viem_modules="$(npm_tool viem "$VIEM_VERSION")"
+web3py_venv="$tools/web3py-$WEB3PY_VERSION"
+if [ ! -x "$web3py_venv/bin/python" ] || ! "$web3py_venv/bin/python" -c 'import web3' 2>/dev/null; then
+    python3 -m venv "$web3py_venv"
+    "$web3py_venv/bin/pip" install --quiet "web3==$WEB3PY_VERSION"
 fi
 port=$((20000 + RANDOM % 20000))
 datadir="$(mktemp -d)"
@@ -24,7 +36,10 @@ for _ in $(seq 100); do
     kill -0 $node_pid || { cat "$log"; exit 1; }
     sleep 0.1
 done
-node "$here/ethers.mjs" "$ethers_dir/node_modules" "$port" "$here/../contracts/StaveToken.bin"
+token="$here/../contracts/StaveToken.bin"
+node "$here/ethers.mjs" "$ethers_modules" "$port" "$token"
+node "$here/viem.cjs" "$viem_modules" "$port" "$token"
+"$web3py_venv/bin/python" "$here/web3py.py" "$port" "$token"
 # Metrics are served while the node runs.
 curl -sf "http://127.0.0.1:$((port + 1))/metrics" | grep -q stave_stage_seconds
 kill -TERM $node_pid

@@ -2,7 +2,8 @@
 # Every check a change must pass: formatting, contract bytecode up to date, lints, all
 # tests (unit, integration, ethereum-tests vectors, differential serial/parallel, CLI, doc
 # tests, fuzz-corpus replay), and the loom model checks of the check queue. CI runs
-# exactly this. Needs Rust (pinned by rust-toolchain.toml) and Node.js with npm.
+# exactly this. Needs Rust (pinned by rust-toolchain.toml), Node.js with npm, Python 3 with
+# venv, and curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Build artefacts live outside the clone, so a rebuild on the same machine is quick.
@@ -13,6 +14,8 @@ cargo fmt --all --check
 git diff --exit-code -- contracts/
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# Real clients (ethers v6, viem, web3.py; pinned, installed on first use) against a dev node.
+./interop/run.sh "$CARGO_TARGET_DIR/debug/stave"
 # loom needs its own cfg, so its build lives in its own target dir.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$CARGO_TARGET_DIR/loom" \
     cargo test -p stave-checkqueue --test loom --release --locked

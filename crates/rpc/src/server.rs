@@ -94,6 +94,7 @@ pub async fn start(ctx: NodeContext) -> Result<(SocketAddr, ServerHandle), RpcEr
         .max_response_body_size(config.max_response_bytes)
         .max_connections(config.max_connections)
         .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch))
+        .set_id_provider(HexIdProvider)
         .build();
     let server = ServerBuilder::default()
         .set_config(server_config)
@@ -115,6 +116,18 @@ pub async fn start(ctx: NodeContext) -> Result<(SocketAddr, ServerHandle), RpcEr
         .merge(TxpoolApiServer::into_rpc(rpc))
         .map_err(RpcError::internal)?;
     Ok((addr, server.start(module)))
+}
+
+/// Subscription ids as go-ethereum makes them (`0x` and 32 hex digits), which some
+/// clients (viem) expect rather than JSON numbers.
+#[derive(Debug)]
+struct HexIdProvider;
+
+impl jsonrpsee::core::traits::IdProvider for HexIdProvider {
+    fn next_id(&self) -> jsonrpsee::types::SubscriptionId<'static> {
+        let id: [u8; 16] = rand::random();
+        jsonrpsee::types::SubscriptionId::Str(format!("0x{}", hex::encode(id)).into())
+    }
 }
 
 /// The method implementations over a shared [`NodeContext`].

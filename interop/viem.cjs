@@ -1,0 +1,97 @@
+// viem against a running `stave node --dev`: the same checks as ethers.mjs.
+// Usage: node viem.cjs <viem module dir> <rpc port> <path to StaveToken.bin>
+const assert = require('node:assert/strict');
+const { createRequire } = require('node:module');
+const { readFileSync } = require('node:fs');
+
+const [modules, port, binPath] = process.argv.slice(2);
+const load = createRequire(modules + '/');
+const viem = load('viem');
+const accounts = load('viem/accounts');
+
+async function main() {
+  const url = `http://127.0.0.1:${port}`;
+  const chain = viem.defineChain({
+    id: 1337,
+    name: 'stave-dev',
+    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+    rpcUrls: { default: { http: [url], webSocket: [`ws://127.0.0.1:${port}`] } },
+  });
+  const client = viem.createPublicClient({ chain, transport: viem.http(url), pollingInterval: 200 });
+  const mnemonic = 'test test test test test test test test test test test junk';
+  const alice = accounts.mnemonicToAccount(mnemonic, { addressIndex: 0 });
+  const bob = accounts.mnemonicToAccount(mnemonic, { addressIndex: 1 });
+  const wallet = viem.createWalletClient({ account: alice, chain, transport: viem.http(url) });
+  assert.equal(await client.getChainId(), 1337);
+
+  const ws = viem.createPublicClient({ chain, transport: viem.webSocket(`ws://127.0.0.1:${port}`) });
+  const heads = [];
+  const unwatch = ws.watchBlocks({
+    onBlock: (block) => heads.push(block.number),
+    onError: (error) => console.error('watchBlocks:', error.message),
+    emitOnBegin: false,
+  });
+
+  // ETH transfer.
+  const before = await client.getBalance({ address: bob.address });
+  const hash = await wallet.sendTransaction({ to: bob.address, value: viem.parseEther('2') });
+  const receipt = await client.waitForTransactionReceipt({ hash });
+  assert.equal(receipt.status, 'success');
+  assert.equal(await client.getBalance({ address: bob.address }), before + viem.parseEther('2'));
+  const tx = await client.getTransaction({ hash });
+  assert.equal(tx.from.toLowerCase(), alice.address.toLowerCase());
+  const block = await client.getBlock({ blockNumber: receipt.blockNumber });
+  assert.ok(block.transactions.includes(hash));
+  assert.ok(block.baseFeePerGas > 0n);
+
+  // Deploy the ERC-20 and move tokens.
+  const abi = viem.parseAbi([
+    'constructor(uint256 initialSupply)',
+    'function balanceOf(address) view returns (uint256)',
+    'function transfer(address to, uint256 value) returns (bool)',
+    'event Transfer(address indexed from, address indexed to, uint256 value)',
+  ]);
+  const bytecode = '0x' + readFileSync(binPath, 'utf8').trim();
+  const deployHash = await wallet.deployContract({ abi, bytecode, args: [1000000n] });
+  const deployed = await client.waitForTransactionReceipt({ hash: deployHash });
+  const token = deployed.contractAddress;
+  assert.ok(token);
+  assert.equal(await client.readContract({ address: token, abi, functionName: 'balanceOf', args: [alice.address] }), 1000000n);
+  const moveHash = await wallet.writeContract({ address: token, abi, functionName: 'transfer', args: [bob.address, 250n] });
+  const moved = await client.waitForTransactionReceipt({ hash: moveHash });
+  assert.equal(moved.logs.length, 1);
+  assert.equal(await client.readContract({ address: token, abi, functionName: 'balanceOf', args: [bob.address] }), 250n);
+  const logs = await client.getContractEvents({
+    address: token, abi, eventName: 'Transfer', args: { from: alice.address, to: bob.address }, fromBlock: 0n,
+  });
+  assert.equal(logs.length, 1);
+  assert.equal(logs[0].transactionHash, moveHash);
+  assert.equal(logs[0].args.value, 250n);
+
+  // A revert is reported as one.
+  await assert.rejects(
+    client.simulateContract({ account: alice, address: token, abi, functionName: 'transfer', args: [bob.address, 10n ** 30n] }),
+    (e) => /revert/i.test(e.message),
+  );
+
+  // Errors clients expect.
+  await assert.rejects(wallet.sendTransaction({ to: bob.address, value: 1n, nonce: 0 }), (e) => /nonce too low|nonce.*lower/i.test(e.message));
+  const nonce = await client.getTransactionCount({ address: alice.address, blockTag: 'pending' });
+  const wrongChain = await alice.signTransaction({
+    to: bob.address, value: 1n, nonce, chainId: 1, gas: 21000n, maxFeePerGas: 10n ** 10n, maxPriorityFeePerGas: 1n, type: 'eip1559',
+  });
+  await assert.rejects(client.sendRawTransaction({ serializedTransaction: wrongChain }), (e) => /invalid chain id/i.test(e.message));
+  const broke = viem.createWalletClient({ account: accounts.privateKeyToAccount(accounts.generatePrivateKey()), chain, transport: viem.http(url) });
+  await assert.rejects(broke.sendTransaction({ to: bob.address, value: 1n, gas: 21000n }), (e) => /insufficient funds/i.test(e.message));
+
+  for (let i = 0; i < 50 && heads.length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+  assert.ok(heads.length > 0, 'no newHeads notification');
+  unwatch();
+  console.log(JSON.stringify({ client: 'viem', ok: true, heads: heads.length }));
+  process.exit(0);
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
