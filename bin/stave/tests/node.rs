@@ -1,0 +1,311 @@
+//! `stave node --dev` as a real process: hostile JSON-RPC input gets error responses and
+//! never a crash, SIGKILL loses no block that RPC reported, SIGTERM stops it cleanly.
+
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use stave_primitives::{Address, B256, U256};
+use stave_sdk::{LocalSigner, TxBuilder};
+
+/// The first Hardhat/Anvil dev account's key (public knowledge).
+const ALICE_KEY: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
+    listener.local_addr().expect("has an address").port()
+}
+
+struct Node {
+    child: Child,
+    port: u16,
+}
+
+impl Node {
+    fn start(datadir: &Path) -> Self {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_stave"))
+            .args(["node", "--dev", "--block-time-ms", "100", "--datadir"])
+            .arg(datadir)
+            .args(["--rpc-addr", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starts");
+        let node = Self { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while node
+            .try_post(r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}"#)
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "the node did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        node
+    }
+
+    /// POSTs `body`; returns the HTTP status line and the body.
+    fn try_post(&self, body: &str) -> std::io::Result<(String, String)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+        write!(
+            stream,
+            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )?;
+        // A server may refuse an oversized body before reading all of it.
+        let _ = stream.write_all(body.as_bytes());
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response)?;
+        let response = String::from_utf8_lossy(&response).into_owned();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        let status = head.lines().next().unwrap_or_default().to_owned();
+        Ok((status, body.to_owned()))
+    }
+
+    fn post(&self, body: &str) -> (String, String) {
+        self.try_post(body).expect("the node answers")
+    }
+
+    fn call(&self, method: &str, params: Value) -> Value {
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let (_, body) = self.post(&request.to_string());
+        serde_json::from_str(&body).expect("a JSON response")
+    }
+
+    fn result(&self, method: &str, params: Value) -> Value {
+        let response = self.call(method, params);
+        assert!(response.get("error").is_none(), "{method}: {response}");
+        response["result"].clone()
+    }
+
+    fn head(&self) -> u64 {
+        let number = self.result("eth_blockNumber", json!([]));
+        u64::from_str_radix(number.as_str().expect("hex").trim_start_matches("0x"), 16)
+            .expect("number")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn error_code(response: &Value) -> i64 {
+    response["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {response}"))
+}
+
+#[test]
+fn hostile_json_rpc_gets_errors_and_the_node_stays_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(&dir.path().join("chain"));
+    let parse = |body: &str| -> Value { serde_json::from_str(&node.post(body).1).expect("JSON") };
+
+    // Malformed JSON: a parse error.
+    assert_eq!(
+        error_code(&parse(r#"{"jsonrpc":"2.0","id":1,"method":"#)),
+        -32700
+    );
+    assert_eq!(error_code(&parse("\u{0}\u{1}garbage")), -32700);
+    // Unknown method; wrong parameter types; a number too large for its type.
+    assert_eq!(
+        error_code(&node.call("eth_noSuchMethod", json!([]))),
+        -32601
+    );
+    assert_eq!(
+        error_code(&node.call("eth_getBalance", json!([42, "latest"]))),
+        -32602
+    );
+    assert_eq!(
+        error_code(&node.call(
+            "eth_getBlockByNumber",
+            json!(["0x1ffffffffffffffffffff", false])
+        )),
+        -32602
+    );
+    assert_eq!(
+        error_code(&node.call("eth_getBalance", json!({"not": "a list"}))),
+        -32602
+    );
+    // Garbage as a transaction.
+    let garbage = node.call("eth_sendRawTransaction", json!(["0xdeadbeef"]));
+    assert_eq!(error_code(&garbage), -32000);
+    // A batch over the limit of 1,000 calls is refused as a whole.
+    let batch: Vec<Value> = (0..1_001)
+        .map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "eth_chainId"}))
+        .collect();
+    let (_, body) = node.post(&Value::from(batch).to_string());
+    assert!(body.contains("error"), "{body}");
+    // A batch at the limit is served.
+    let batch: Vec<Value> = (0..1_000)
+        .map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "eth_chainId"}))
+        .collect();
+    let answers: Vec<Value> =
+        serde_json::from_str(&node.post(&Value::from(batch).to_string()).1).expect("JSON");
+    assert_eq!(answers.len(), 1_000);
+    // A body over 25 MB is refused without being served.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x{}"]}}"#,
+        "00".repeat(13 << 20)
+    );
+    let (status, body) = node.post(&huge);
+    assert!(
+        status.contains("413") || body.contains("error"),
+        "{status} {body}"
+    );
+    // A state query before the kept history gets a clear error.
+    let old = node.call("eth_getBalance", json!([Address::ZERO, "0x7fffffff"]));
+    assert!(
+        old["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("not found"),
+        "{old}"
+    );
+
+    // Random mutations of valid requests: each gets an answer (HTTP error or JSON).
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let valid = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x0000000000000000000000000000000000000000","latest"]}"#,
+        r#"[{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{"to":"0x00000000000000000000000000000000000000ff","data":"0x"},"latest"]}]"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"latest","topics":[null]}]}"#,
+    ];
+    for _ in 0..300 {
+        let mut bytes = valid[rng.random_range(0..valid.len())].as_bytes().to_vec();
+        for _ in 0..rng.random_range(1..6) {
+            let at = rng.random_range(0..bytes.len());
+            match rng.random_range(0..3) {
+                0 => bytes[at] = rng.random(),
+                1 => {
+                    bytes.remove(at);
+                }
+                _ => bytes.insert(at, rng.random()),
+            }
+        }
+        let body = String::from_utf8_lossy(&bytes).into_owned();
+        let (status, _) = node.post(&body);
+        assert!(status.starts_with("HTTP/1.1"), "no answer to {body:?}");
+    }
+
+    // Still serving.
+    assert_eq!(node.result("eth_chainId", json!([])), json!("0x539"));
+}
+
+#[test]
+fn a_config_file_sets_genesis_datadir_and_ports() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let genesis = stave_primitives::ChainSpec::dev(4242, 2);
+    std::fs::write(dir.path().join("genesis.json"), genesis.to_json()).expect("writes");
+    let port = free_port();
+    let config = format!(
+        "datadir = \"data\"\ngenesis = \"genesis.json\"\nrpc_addr = \"127.0.0.1:{port}\"\nmetrics_addr = \"127.0.0.1:{}\"\nblock_time_ms = 50\n",
+        free_port()
+    );
+    std::fs::write(dir.path().join("node.toml"), config).expect("writes");
+    let child = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .args(["node", "--config"])
+        .arg(dir.path().join("node.toml"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    let node = Node { child, port };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while node.try_post("{}").is_err() {
+        assert!(Instant::now() < deadline, "the node did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(node.result("eth_chainId", json!([])), json!("0x1092"));
+    let funded = stave_primitives::dev::dev_account(1).address;
+    assert_ne!(
+        node.result("eth_getBalance", json!([funded, "latest"])),
+        json!("0x0")
+    );
+    assert!(dir.path().join("data").is_dir());
+
+    // An unknown key is a clear error, not a silent default.
+    std::fs::write(dir.path().join("bad.toml"), "rpc_port = 1\n").expect("writes");
+    let output = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .args(["node", "--config"])
+        .arg(dir.path().join("bad.toml"))
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown field"));
+}
+
+#[test]
+fn sigkill_loses_no_block_rpc_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let datadir = dir.path().join("chain");
+    let alice = LocalSigner::from_secret(&ALICE_KEY.parse::<B256>().expect("hex")).expect("key");
+    let builder = TxBuilder::new(1337, 4_000_000_000);
+    let mut nonce = 0;
+    let mut reported: Vec<(u64, Value)> = Vec::new();
+    for round in 0..5 {
+        let node = Node::start(&datadir);
+        // Every block reported before the crash is still there, unchanged.
+        for (number, hash) in &reported {
+            let block = node.result(
+                "eth_getBlockByNumber",
+                json!([format!("{number:#x}"), false]),
+            );
+            assert_eq!(&block["hash"], hash, "round {round}: block {number}");
+        }
+        let expected_balance = U256::from(nonce);
+        let receiver = Address::repeat_byte(0x77);
+        let balance = node.result("eth_getBalance", json!([receiver, "latest"]));
+        assert_eq!(
+            balance,
+            json!(format!("{expected_balance:#x}")),
+            "round {round}"
+        );
+        for _ in 0..20 {
+            let tx = alice.sign_tx(builder.transfer(nonce, receiver, U256::from(1)));
+            let raw = format!("0x{}", hex::encode(tx.encoded()));
+            node.result("eth_sendRawTransaction", json!([raw]));
+            nonce += 1;
+        }
+        // Wait until the txs are in, then remember what RPC reported.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while node.result(
+            "eth_getTransactionCount",
+            json!([alice.address(), "latest"]),
+        ) != json!(format!("{nonce:#x}"))
+        {
+            assert!(Instant::now() < deadline, "txs were not included");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let head = node.head();
+        for number in reported.len() as u64..=head {
+            let block = node.result(
+                "eth_getBlockByNumber",
+                json!([format!("{number:#x}"), false]),
+            );
+            reported.push((number, block["hash"].clone()));
+        }
+        // SIGKILL while blocks keep coming.
+        std::thread::sleep(Duration::from_millis(30 * round));
+        drop(node);
+    }
+    // And a clean stop on SIGTERM.
+    let mut node = Node::start(&datadir);
+    let status = Command::new("kill")
+        .args(["-TERM", &node.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let exit = node.child.wait().expect("exits");
+    assert!(exit.success(), "{exit:?}");
+}
