@@ -25,21 +25,26 @@ fn free_port() -> u16 {
 struct Node {
     child: Child,
     port: u16,
+    metrics_port: u16,
 }
 
 impl Node {
     fn start(datadir: &Path) -> Self {
-        let port = free_port();
+        let (port, metrics_port) = (free_port(), free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_stave"))
             .args(["node", "--dev", "--block-time-ms", "100", "--datadir"])
             .arg(datadir)
             .args(["--rpc-addr", &format!("127.0.0.1:{port}")])
-            .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port())])
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("starts");
-        let node = Self { child, port };
+        let node = Self {
+            child,
+            port,
+            metrics_port,
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         while node
             .try_post(r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}"#)
@@ -207,10 +212,10 @@ fn a_config_file_sets_genesis_datadir_and_ports() {
     let dir = tempfile::tempdir().expect("tempdir");
     let genesis = stave_primitives::ChainSpec::dev(4242, 2);
     std::fs::write(dir.path().join("genesis.json"), genesis.to_json()).expect("writes");
-    let port = free_port();
+    let (port, metrics_port) = (free_port(), free_port());
     let config = format!(
         "datadir = \"data\"\ngenesis = \"genesis.json\"\nrpc_addr = \"127.0.0.1:{port}\"\nmetrics_addr = \"127.0.0.1:{}\"\nblock_time_ms = 50\n",
-        free_port()
+        metrics_port
     );
     std::fs::write(dir.path().join("node.toml"), config).expect("writes");
     let child = Command::new(env!("CARGO_BIN_EXE_stave"))
@@ -220,7 +225,11 @@ fn a_config_file_sets_genesis_datadir_and_ports() {
         .stderr(Stdio::null())
         .spawn()
         .expect("starts");
-    let node = Node { child, port };
+    let node = Node {
+        child,
+        port,
+        metrics_port,
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     while node.try_post("{}").is_err() {
         assert!(Instant::now() < deadline, "the node did not start");
@@ -243,6 +252,86 @@ fn a_config_file_sets_genesis_datadir_and_ports() {
         .expect("runs");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown field"));
+}
+
+fn signed_transfer(nonce: u64, max_fee: u128) -> String {
+    let alice = LocalSigner::from_secret(&ALICE_KEY.parse::<B256>().expect("hex")).expect("key");
+    let tx = alice.sign_tx(TxBuilder::new(1337, max_fee).transfer(
+        nonce,
+        Address::repeat_byte(0x77),
+        U256::from(1),
+    ));
+    format!("0x{}", hex::encode(tx.encoded()))
+}
+
+#[test]
+fn the_grafana_dashboard_uses_only_metrics_the_node_exports() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(&dir.path().join("chain"));
+    // One admission, one refusal, one drop (a queued tx replaced), one included tx.
+    node.result(
+        "eth_sendRawTransaction",
+        json!([signed_transfer(5, 4_000_000_000)]),
+    );
+    node.result(
+        "eth_sendRawTransaction",
+        json!([signed_transfer(5, 8_000_000_000)]),
+    );
+    assert_eq!(
+        error_code(&node.call("eth_sendRawTransaction", json!(["0x00"]))),
+        -32000
+    );
+    node.result(
+        "eth_sendRawTransaction",
+        json!([signed_transfer(0, 4_000_000_000)]),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let alice = LocalSigner::from_secret(&ALICE_KEY.parse::<B256>().expect("hex")).expect("key");
+    while node.result(
+        "eth_getTransactionCount",
+        json!([alice.address(), "latest"]),
+    ) != json!("0x1")
+    {
+        assert!(Instant::now() < deadline, "the tx was not included");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut stream = TcpStream::connect(("127.0.0.1", node.metrics_port)).expect("metrics port");
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .expect("writes");
+    let mut exported = String::new();
+    stream.read_to_string(&mut exported).expect("reads");
+
+    let dashboard = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../ops/grafana/stave-dashboard.json"
+    ))
+    .expect("dashboard");
+    let dashboard: Value = serde_json::from_str(&dashboard).expect("valid JSON");
+    let mut used = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("expr");
+            let mut rest = expr;
+            while let Some(at) = rest.find("stave_") {
+                let name: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[at + name.len()..];
+                used.push(name);
+            }
+        }
+    }
+    assert!(used.len() >= 6, "{used:?}");
+    for name in used {
+        assert!(
+            exported.contains(&format!("# TYPE {name} ")),
+            "{name} is not exported:\n{exported}"
+        );
+    }
 }
 
 #[test]
