@@ -32,9 +32,7 @@ fn reference(dir: &std::path::Path, spec: &stave_primitives::ChainSpec) -> (Vec<
             .map(|i| {
                 let signer = LocalSigner::from_secret(&dev_account(i).secret).expect("key");
                 let to = Address::with_last_byte((block % 200) as u8);
-                let tx = signer
-                    .sign_tx(builder.transfer(block, to, U256::from(1)))
-                    .expect("signs");
+                let tx = signer.sign_tx(builder.transfer(block, to, U256::from(1)));
                 RecoveredTx {
                     tx,
                     sender: signer.address(),

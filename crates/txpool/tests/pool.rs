@@ -17,13 +17,9 @@ fn signer(i: u64) -> LocalSigner {
 }
 
 fn transfer(from: u64, nonce: u64, fee: u128, tip: u128) -> Vec<u8> {
-    let builder = TxBuilder {
-        chain_id: CHAIN,
-        max_fee_per_gas: fee,
-        max_priority_fee_per_gas: tip,
-    };
+    let builder = TxBuilder::eip1559(CHAIN, fee, tip);
     let tx = builder.transfer(nonce, Address::repeat_byte(0xee), U256::from(1));
-    signer(from).sign_tx(tx).expect("signs").encoded()
+    signer(from).sign_tx(tx).encoded()
 }
 
 fn setup(config: impl FnOnce(&mut PoolConfig)) -> (TxPool, MemoryState, Arc<SenderCache>) {
@@ -102,7 +98,7 @@ fn refusals_carry_the_messages_clients_match_on() {
 
     // Another chain.
     let other = TxBuilder::new(CHAIN + 1, FEE).transfer(0, Address::ZERO, U256::ZERO);
-    let error = add_one(&pool, &state, signer(1).sign_tx(other).unwrap().encoded()).unwrap_err();
+    let error = add_one(&pool, &state, signer(1).sign_tx(other).encoded()).unwrap_err();
     assert!(error.to_string().starts_with("invalid chain id"), "{error}");
 
     // Fee cap below the base fee.

@@ -14,7 +14,7 @@
 //! use stave_verify::Verifier;
 //!
 //! let signer = LocalSigner::from_secret(&dev_account(0).secret)?;
-//! let tx = signer.sign_tx(TxBuilder::new(1337, 7).transfer(0, dev_account(1).address, U256::ZERO))?;
+//! let tx = signer.sign_tx(TxBuilder::new(1337, 7).transfer(0, dev_account(1).address, U256::ZERO));
 //! let mut verifier = Verifier::new(1337, 2, None);
 //! let recovered = verifier.verify(vec![tx]).expect("valid");
 //! assert_eq!(recovered[0].sender, signer.address());

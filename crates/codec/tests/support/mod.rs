@@ -57,5 +57,5 @@ pub fn mixed_tx(i: u64, data_len: usize) -> SignedTx {
             input,
         }),
     };
-    signer.sign_tx(tx).expect("signs")
+    signer.sign_tx(tx)
 }

@@ -110,7 +110,7 @@ pub fn tx(
         input,
     });
     RecoveredTx {
-        tx: signer.sign_tx(unsigned).expect("signs"),
+        tx: signer.sign_tx(unsigned),
         sender: signer.address(),
     }
 }
