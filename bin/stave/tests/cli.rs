@@ -287,3 +287,49 @@ fn benches_end_with_the_json_line_of_the_contract() {
             .all(|w| w["speedup"].as_f64().is_some_and(|s| s > 0.0))
     );
 }
+
+#[test]
+fn bench_sign_reports_the_contract_keys_and_dumps_valid_txs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dump = dir.path().join("signed.txt");
+    let report = bench_json(&[
+        "bench",
+        "sign",
+        "--txs",
+        "40",
+        "--runs",
+        "1",
+        "--tx-type",
+        "legacy",
+        "--dump",
+        dump.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    for key in [
+        "txs",
+        "threads",
+        "tps",
+        "tps_per_thread",
+        "raw_sign_tps_per_thread",
+        "ratio_to_raw",
+    ] {
+        assert!(
+            report[key].as_f64().is_some_and(|v| v > 0.0),
+            "sign {key}: {report}"
+        );
+    }
+    assert_eq!(report["txs"], 40);
+    let lines = std::fs::read_to_string(&dump).expect("dump written");
+    for (nonce, line) in lines.lines().enumerate() {
+        let bytes = hex::decode(line.strip_prefix("0x").expect("0x prefix")).expect("hex");
+        let tx = stave_primitives::decode_and_validate(&bytes, Some(1337)).expect("valid");
+        assert_eq!(tx.tx.tx_type(), 0, "legacy");
+        assert_eq!(tx.summary().nonce, nonce as u64);
+        // The dev mnemonic's first account signs every one.
+        assert_eq!(
+            tx.sender.to_string().to_lowercase(),
+            "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"
+        );
+    }
+    assert_eq!(lines.lines().count(), 40);
+}

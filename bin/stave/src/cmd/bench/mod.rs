@@ -8,6 +8,7 @@ mod codec;
 mod commit;
 mod exec;
 mod pipeline;
+mod sign;
 mod verify;
 
 use std::time::{Duration, Instant};
@@ -32,6 +33,8 @@ pub enum BenchCommand {
     Exec(exec::ExecArgs),
     /// The commit stage: serial vs parallel batch encoding, and the LMDB write.
     Commit(StageArgs),
+    /// SDK signing: build + encode + sign vs the bare curve operation (DESIGN.md §5).
+    Sign(sign::SignArgs),
 }
 
 /// A workload to sign, execute and import.
@@ -112,6 +115,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Verify(args) => verify::run(args),
         BenchCommand::Exec(args) => exec::run(args),
         BenchCommand::Commit(args) => commit::run(args),
+        BenchCommand::Sign(args) => sign::run(args),
     }
 }
 
