@@ -1,0 +1,153 @@
+//! The RPC server in-process over a real data dir: logs and their limits, fee history,
+//! storage reads, state at earlier blocks and its horizon.
+
+use std::sync::Arc;
+
+use alloy_primitives::{Address, B256, U256};
+use jsonrpsee::{
+    core::{ClientError, client::ClientT},
+    http_client::HttpClientBuilder,
+    rpc_params,
+};
+use serde_json::Value;
+use stave_node::{BlockProducer, Chain, ChainView, DiskState, HISTORY_DEPTH, Parallelism};
+use stave_primitives::{DEFAULT_BASE_FEE, dev::dev_account};
+use stave_rpc::{NodeContext, RpcConfig, error::LIMIT_EXCEEDED};
+use stave_sdk::{
+    LocalSigner, TxBuilder,
+    contracts::{ERC20_TRANSFER_TOPIC, stave_token_balance_slot},
+    workload_genesis,
+};
+use stave_storage::LmdbStore;
+use stave_txpool::{PoolConfig, TxPool};
+use stave_verify::SenderCache;
+
+const CHAIN_ID: u64 = 1337;
+const TOKEN: Address = Address::repeat_byte(0x70);
+
+fn hex_u64(value: &Value) -> u64 {
+    u64::from_str_radix(value.as_str().expect("hex").trim_start_matches("0x"), 16).expect("number")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_fees_storage_and_history_over_a_real_chain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store: &'static LmdbStore = Box::leak(Box::new(
+        LmdbStore::open(dir.path(), 256 << 20).expect("opens"),
+    ));
+    let spec = workload_genesis(CHAIN_ID, 2, Some(TOKEN));
+    let cache = Arc::new(SenderCache::new(1024));
+    let chain = Chain::open_with(store, &spec, 2, Parallelism::Parallel, Some(cache.clone()))
+        .expect("opens");
+    let view = Arc::new(ChainView::new(store, spec.clone()));
+    let pool = Arc::new(TxPool::new(
+        PoolConfig::new(CHAIN_ID, spec.gas_limit()),
+        cache,
+    ));
+    let mut producer = BlockProducer::new(chain, view.clone(), pool.clone(), 100);
+    let (heads, _) = tokio::sync::broadcast::channel(16);
+    let config = RpcConfig {
+        addr: "127.0.0.1:0".parse().expect("address"),
+        max_log_blocks: 5,
+        max_logs: 3,
+        ..RpcConfig::default()
+    };
+    let (addr, _server) = stave_rpc::start(NodeContext {
+        view,
+        pool: pool.clone(),
+        heads,
+        config,
+    })
+    .await
+    .expect("starts");
+    let client = HttpClientBuilder::default()
+        .build(format!("http://{addr}"))
+        .expect("client");
+
+    // Blocks 1..=HISTORY_DEPTH+2: each moves 1 token from account 0 to account 1 (one log).
+    let sender = LocalSigner::from_secret(&dev_account(0).secret).expect("key");
+    let receiver = dev_account(1).address;
+    let builder = TxBuilder::new(CHAIN_ID, 2 * u128::from(DEFAULT_BASE_FEE));
+    let blocks = HISTORY_DEPTH as u64 + 2;
+    for nonce in 0..blocks {
+        let tx = sender.sign_tx(builder.erc20_transfer(nonce, TOKEN, receiver, U256::from(1)));
+        let added = pool.add(&[tx.encoded()], &DiskState::new(store), DEFAULT_BASE_FEE);
+        assert!(added[0].is_ok(), "{added:?}");
+        let produced = producer.produce(nonce + 1).expect("produces");
+        assert_eq!(produced.block.transactions().len(), 1);
+    }
+
+    // Logs: a small range is served, filtered by address and topic.
+    let filter = serde_json::json!({
+        "fromBlock": "0x1", "toBlock": "0x3", "address": TOKEN,
+        "topics": [ERC20_TRANSFER_TOPIC],
+    });
+    let logs: Vec<Value> = client
+        .request("eth_getLogs", rpc_params![filter])
+        .await
+        .expect("logs");
+    assert_eq!(logs.len(), 3);
+    assert_eq!(hex_u64(&logs[2]["blockNumber"]), 3);
+    let none: Vec<Value> = client
+        .request(
+            "eth_getLogs",
+            rpc_params![
+                serde_json::json!({"fromBlock": "0x1", "toBlock": "0x3", "address": Address::ZERO})
+            ],
+        )
+        .await
+        .expect("logs");
+    assert!(none.is_empty());
+    // Too many blocks, or too many results: an error naming a range that would work.
+    for (range, suggestion) in [
+        (("0x1", "0x9"), "[0x1, 0x5]"),
+        (("0x1", "0x5"), "[0x1, 0x3]"),
+    ] {
+        let filter = serde_json::json!({"fromBlock": range.0, "toBlock": range.1});
+        let error = client
+            .request::<Vec<Value>, _>("eth_getLogs", rpc_params![filter])
+            .await
+            .expect_err("over a limit");
+        let ClientError::Call(error) = error else {
+            panic!("{error}")
+        };
+        assert_eq!(error.code(), LIMIT_EXCEEDED);
+        assert!(error.message().contains(suggestion), "{}", error.message());
+    }
+
+    // Storage: the receiver's token balance slot.
+    let slot = U256::from_be_bytes(stave_token_balance_slot(receiver).0);
+    let value: B256 = client
+        .request("eth_getStorageAt", rpc_params![TOKEN, slot, "latest"])
+        .await
+        .expect("storage");
+    let start = U256::from(1_000u64) * U256::from(10u64).pow(U256::from(18));
+    assert_eq!(U256::from_be_bytes(value.0), start + U256::from(blocks));
+    // The same slot at earlier blocks, down to the horizon, and an error past it.
+    for number in [blocks - 1, blocks - HISTORY_DEPTH as u64] {
+        let value: B256 = client
+            .request(
+                "eth_getStorageAt",
+                rpc_params![TOKEN, slot, format!("{number:#x}")],
+            )
+            .await
+            .expect("kept");
+        assert_eq!(U256::from_be_bytes(value.0), start + U256::from(number));
+    }
+    let too_old = format!("{:#x}", blocks - HISTORY_DEPTH as u64 - 1);
+    let error = client
+        .request::<B256, _>("eth_getStorageAt", rpc_params![TOKEN, slot, too_old])
+        .await
+        .expect_err("past the horizon");
+    assert!(error.to_string().contains("state not available"), "{error}");
+
+    // Fee history: base fees (one more than blocks), ratios and reward percentiles.
+    let history: Value = client
+        .request("eth_feeHistory", rpc_params!["0x4", "latest", vec![50.0]])
+        .await
+        .expect("fee history");
+    assert_eq!(hex_u64(&history["oldestBlock"]), blocks - 3);
+    assert_eq!(history["baseFeePerGas"].as_array().expect("list").len(), 5);
+    assert_eq!(history["gasUsedRatio"].as_array().expect("list").len(), 4);
+    assert_eq!(history["reward"][0][0], serde_json::json!("0x1"));
+}
