@@ -37,6 +37,22 @@ pub struct CallRequest {
     pub input: Bytes,
 }
 
+impl CallRequest {
+    /// A signed transaction as a call from its sender (its fee and nonce ignored).
+    pub fn from_tx(tx: &stave_primitives::RecoveredTx) -> Self {
+        use alloy_consensus::Transaction as _;
+        let envelope = tx.tx.envelope();
+        Self {
+            from: tx.sender,
+            to: envelope.to(),
+            gas: envelope.gas_limit(),
+            gas_price: 0,
+            value: envelope.value(),
+            input: envelope.input().clone(),
+        }
+    }
+}
+
 /// What a call did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallOutcome {

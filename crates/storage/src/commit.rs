@@ -13,7 +13,8 @@
 //! - `TxIndex`: tx hash → number ‖ index (u32); `Blooms`: number → logs bloom (256);
 //! - `Accounts`: address → nonce (u64) ‖ balance (32) ‖ code hash (32);
 //! - `Storage`: address ‖ slot (32) → value (32), absent when zero;
-//! - `Code`: code hash → code; `Meta`: `head` → number ‖ hash.
+//! - `Code`: code hash → code; `Meta`: `head` → number ‖ hash, `flushed` → the number of
+//!   the block the stored state is at (≤ head: the state layers hold the rest in memory).
 
 use alloy_primitives::{Address, B256, Bloom, U256};
 use alloy_rlp::Decodable;
@@ -27,6 +28,8 @@ use crate::{
 
 /// Key of the head in `Meta`.
 const HEAD_KEY: &[u8] = b"head";
+/// Key in `Meta` of the height the stored state is at (`Accounts`, `Storage`, `Code`).
+const FLUSHED_KEY: &[u8] = b"flushed";
 
 /// Items per rayon task when encoding: ~64 entries of ~1 µs each, so tasks outweigh
 /// scheduling without starving either core of a 2,500-tx block.
@@ -41,8 +44,9 @@ pub struct BlockToCommit<'a> {
     pub body: &'a [u8],
     /// One receipt per transaction.
     pub receipts: &'a [Receipt],
-    /// Its state changes.
-    pub diff: &'a StateDiff,
+    /// Its state changes, written with the block; `None` when the state layers keep them
+    /// in memory and flush them later ([`flush_state`]).
+    pub diff: Option<&'a StateDiff>,
 }
 
 /// What committing did.
@@ -75,6 +79,14 @@ fn read<T>(
 /// Splits `bytes` into a fixed-size head and the rest.
 fn split<const N: usize>(bytes: &[u8]) -> Option<(&[u8; N], &[u8])> {
     bytes.split_first_chunk::<N>()
+}
+
+/// The height of the stored state: blocks after it have their state changes only in the
+/// state layers (rebuilt by re-executing them after a restart). `None` for an empty store.
+pub fn flushed_height(store: &dyn KvStore) -> Result<Option<u64>, StorageError> {
+    read(store, Table::Meta, FLUSHED_KEY, |bytes| {
+        Some(u64::from_be_bytes(bytes.try_into().ok()?))
+    })
 }
 
 /// The stored head: number and hash of the last committed block.
@@ -207,6 +219,35 @@ fn account_ops((address, change): &(&Address, &AccountDiff), ops: &mut Vec<Op>) 
     }
 }
 
+/// The writes that apply `diff` to the stored state (accounts, storage, code), encoded on
+/// all cores when `parallel`.
+pub fn state_ops(diff: &StateDiff, parallel: bool) -> Vec<Op> {
+    let accounts: Vec<(&Address, &AccountDiff)> = diff.accounts.iter().collect();
+    let mut ops = encode_all(&accounts, parallel, account_ops);
+    ops.extend(
+        diff.codes
+            .iter()
+            .map(|(code_hash, code)| Op::Put(Table::Code, code_hash.to_vec(), code.to_vec())),
+    );
+    ops
+}
+
+/// Applies the state changes of consecutive blocks (oldest first), ending at block
+/// `height`, to the stored state in one transaction, and records `height` as flushed.
+pub fn flush_state(
+    store: &dyn KvStore,
+    diffs: &[&StateDiff],
+    height: u64,
+    parallel: bool,
+) -> Result<(), StorageError> {
+    let mut batch = WriteBatch::new();
+    for diff in diffs {
+        batch.extend(state_ops(diff, parallel));
+    }
+    batch.put(Table::Meta, FLUSHED_KEY, height.to_be_bytes());
+    store.write(batch)
+}
+
 /// Encodes everything a block writes into one batch, on all cores when `parallel`
 /// (the serial path is the baseline `stave bench` compares against).
 pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBatch {
@@ -232,8 +273,10 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
         })
     };
     let state = || {
-        let accounts: Vec<(&Address, &AccountDiff)> = input.diff.accounts.iter().collect();
-        encode_all(&accounts, parallel, account_ops)
+        input
+            .diff
+            .map(|diff| state_ops(diff, parallel))
+            .unwrap_or_default()
     };
     let (receipts, (tx_index, state)) = if parallel {
         rayon::join(receipts, || rayon::join(tx_index, state))
@@ -252,8 +295,8 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
     batch.put(Table::Blooms, number, bloom.to_vec());
     batch.extend(tx_index);
     batch.extend(state);
-    for (code_hash, code) in &input.diff.codes {
-        batch.put(Table::Code, code_hash.to_vec(), code.to_vec());
+    if input.diff.is_some() {
+        batch.put(Table::Meta, FLUSHED_KEY, number);
     }
     let mut head = number.to_vec();
     head.extend_from_slice(hash.as_slice());

@@ -13,8 +13,8 @@ use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
 use stave_storage::{
     KvStore, LmdbStore, StorageError,
     commit::{
-        BlockToCommit, Committed, account, block_number, commit_block, encode_block_batch, head,
-        header, logs_bloom, receipts, storage, tx_location,
+        BlockToCommit, Committed, account, block_number, commit_block, encode_block_batch,
+        flush_state, flushed_height, head, header, logs_bloom, receipts, storage, tx_location,
     },
 };
 
@@ -33,7 +33,7 @@ impl Fixture {
             block: &self.block,
             body: &self.body,
             receipts: &self.receipts,
-            diff: &self.diff,
+            diff: Some(&self.diff),
         }
     }
 }
@@ -262,6 +262,30 @@ fn a_cleared_account_loses_its_old_storage() {
         U256::ZERO,
         "cleared"
     );
+}
+
+#[test]
+fn state_can_be_left_to_a_later_flush() {
+    let (_dir, store) = open();
+    let genesis = genesis();
+    commit_block(&store, &genesis.input(), true).expect("commits");
+    assert_eq!(flushed_height(&store).expect("reads"), Some(0));
+    let one = block_one(genesis.block.hash(), 5);
+    let input = BlockToCommit {
+        diff: None,
+        ..one.input()
+    };
+    commit_block(&store, &input, true).expect("commits");
+    // The block is the head, its state is not stored yet.
+    assert_eq!(head(&store).expect("reads"), Some((1, one.block.hash())));
+    assert_eq!(flushed_height(&store).expect("reads"), Some(0));
+    let (address, change) = one.diff.accounts.iter().next().expect("a change");
+    assert_ne!(account(&store, *address).expect("reads"), change.info);
+    flush_state(&store, &[&one.diff], 1, true).expect("flushes");
+    assert_eq!(flushed_height(&store).expect("reads"), Some(1));
+    for (address, change) in &one.diff.accounts {
+        assert_eq!(account(&store, *address).expect("reads"), change.info);
+    }
 }
 
 #[test]

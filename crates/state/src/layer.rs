@@ -1,0 +1,85 @@
+//! One block's state changes, kept in memory until they are flushed to disk.
+
+use std::sync::Arc;
+
+use alloy_primitives::B256;
+use stave_primitives::StateDiff;
+
+use crate::{
+    bloom::KeyBloom,
+    key::{StateKey, StateValue},
+};
+
+/// The changes of block `number`, with a bloom filter over its keys and its parents'.
+pub(crate) struct DiffLayer {
+    pub(crate) number: u64,
+    pub(crate) hash: B256,
+    pub(crate) diff: StateDiff,
+    /// Covers this layer and every layer below it back to the last rebuild.
+    pub(crate) bloom: Arc<KeyBloom>,
+}
+
+/// Every key `diff` writes, and a [`StateKey::Wiped`] for each account whose storage it
+/// wiped.
+pub(crate) fn keys(diff: &StateDiff) -> impl Iterator<Item = StateKey> + '_ {
+    diff.accounts
+        .iter()
+        .flat_map(|(address, change)| {
+            let wiped = change.storage_cleared.then_some(StateKey::Wiped(*address));
+            std::iter::once(StateKey::Account(*address))
+                .chain(wiped)
+                .chain(
+                    change
+                        .storage
+                        .keys()
+                        .map(move |slot| StateKey::Storage(*address, *slot)),
+                )
+        })
+        .chain(diff.codes.keys().map(|hash| StateKey::Code(*hash)))
+}
+
+impl DiffLayer {
+    /// The value this layer gives `key`, if it changed it.
+    pub(crate) fn get(&self, key: &StateKey) -> Option<StateValue> {
+        match key {
+            StateKey::Account(address) => self
+                .diff
+                .accounts
+                .get(address)
+                .map(|change| StateValue::Account(change.info)),
+            StateKey::Storage(address, slot) => {
+                let change = self.diff.accounts.get(address)?;
+                match change.storage.get(slot) {
+                    Some(value) => Some(StateValue::Storage(*value)),
+                    // Storage wiped in this block: every unlisted slot is zero.
+                    None if change.storage_cleared => Some(StateValue::Storage(Default::default())),
+                    None => None,
+                }
+            }
+            StateKey::Code(hash) => self
+                .diff
+                .codes
+                .get(hash)
+                .map(|code| StateValue::Code(Some(code.clone()))),
+            StateKey::Wiped(_) => None,
+        }
+    }
+}
+
+/// `later` applied on top of `merged`: what flushing both at once must write.
+pub(crate) fn merge(merged: &mut StateDiff, later: &StateDiff) {
+    for (address, change) in &later.accounts {
+        let entry = merged.accounts.entry(*address).or_default();
+        if change.storage_cleared {
+            entry.storage.clear();
+            entry.storage_cleared = true;
+        }
+        entry
+            .storage
+            .extend(change.storage.iter().map(|(slot, value)| (*slot, *value)));
+        entry.info = change.info;
+    }
+    merged
+        .codes
+        .extend(later.codes.iter().map(|(hash, code)| (*hash, code.clone())));
+}

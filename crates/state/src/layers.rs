@@ -1,0 +1,473 @@
+//! The stack: diff layers (L2) over an origin pool (L1.5), a clean cache (L3) and the
+//! disk layer, and the snapshots the executor and RPC read through.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+};
+
+use alloy_primitives::{Address, B256, Bytes, U256};
+use parking_lot::{Mutex, RwLock};
+use stave_exec::{AccountState, StateError, StateReader};
+use stave_primitives::StateDiff;
+use stave_storage::{KvStore, StorageError, Table, commit};
+
+use crate::{
+    bloom::KeyBloom,
+    error::StateLayerError,
+    key::{StateKey, StateValue},
+    layer::{DiffLayer, keys, merge},
+};
+
+/// Layers kept in memory: the state of each of the last 128 blocks can be read.
+pub const KEPT_LAYERS: usize = 128;
+/// Layers flushed to disk at once, beyond the kept ones: one write per 16 blocks, in which
+/// a key written by several blocks is written once.
+pub const FLUSH_BATCH: usize = 16;
+/// Default size of the clean cache (L3), in entries.
+pub const DEFAULT_CLEAN_CACHE_ENTRIES: usize = 4_000_000;
+/// Shards of the origin pool.
+const ORIGIN_SHARDS: usize = 32;
+
+/// How many state reads each layer served (and what prefetching loaded for nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LayerReads {
+    /// Served by the origin pool of values read this block (L1.5).
+    pub origin: u64,
+    /// Served by a diff layer (L2).
+    pub diff: u64,
+    /// Served by the clean cache (L3).
+    pub clean: u64,
+    /// Read from disk: the misses.
+    pub disk: u64,
+    /// Values prefetchers loaded into the origin pool that execution never read.
+    pub wasted_prefetch: u64,
+}
+
+impl LayerReads {
+    /// All reads the executor made below its own block overlay.
+    pub fn total(&self) -> u64 {
+        self.origin + self.diff + self.clean + self.disk
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    origin: AtomicU64,
+    diff: AtomicU64,
+    clean: AtomicU64,
+    disk: AtomicU64,
+    wasted_prefetch: AtomicU64,
+}
+
+/// A value in the origin pool, with whether a prefetcher loaded it and execution used it.
+struct OriginEntry {
+    value: StateValue,
+    prefetched: bool,
+    used: AtomicBool,
+}
+
+/// Who is reading: execution at the head (counted per layer), a prefetcher (counted as
+/// loads), or a query at an earlier block (not counted, and kept out of the origin pool:
+/// a value below its layers may be newer in the head's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reader {
+    Execution,
+    Prefetch,
+    Historical,
+}
+
+/// The state of a chain: the last blocks' diff layers over the flushed state on disk.
+pub struct StateLayers<'s> {
+    store: &'s dyn KvStore,
+    /// Oldest first; the last is the head.
+    layers: RwLock<Vec<Arc<DiffLayer>>>,
+    /// The height the disk layer is at.
+    flushed: AtomicU64,
+    clean: quick_cache::sync::Cache<StateKey, StateValue>,
+    origin: [RwLock<HashMap<StateKey, OriginEntry>>; ORIGIN_SHARDS],
+    /// Historical reads hold it shared; a flush holds it exclusively, so the disk layer
+    /// never moves under a snapshot of a block the flush reaches.
+    gate: RwLock<()>,
+    /// One flush at a time.
+    flushing: Mutex<()>,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for StateLayers<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateLayers")
+            .field("flushed", &self.flushed())
+            .field("head", &self.head())
+            .finish_non_exhaustive()
+    }
+}
+
+fn state_error(error: StorageError) -> StateError {
+    StateError(error.to_string())
+}
+
+impl<'s> StateLayers<'s> {
+    /// The state stored in `store`, flushed up to block `flushed`, with no layers yet and
+    /// a clean cache of `clean_entries` entries.
+    pub fn new(store: &'s dyn KvStore, flushed: u64, clean_entries: usize) -> Self {
+        Self {
+            store,
+            layers: RwLock::new(Vec::with_capacity(KEPT_LAYERS + FLUSH_BATCH + 1)),
+            flushed: AtomicU64::new(flushed),
+            clean: quick_cache::sync::Cache::new(clean_entries.max(1)),
+            origin: std::array::from_fn(|_| RwLock::new(HashMap::new())),
+            gate: RwLock::new(()),
+            flushing: Mutex::new(()),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The block the disk layer is at.
+    pub fn flushed(&self) -> u64 {
+        self.flushed.load(Ordering::Acquire)
+    }
+
+    /// The newest block whose state is known.
+    pub fn head(&self) -> u64 {
+        self.layers
+            .read()
+            .last()
+            .map_or_else(|| self.flushed(), |layer| layer.number)
+    }
+
+    /// Adds block `number`'s changes as the new head layer.
+    pub fn push(&self, number: u64, hash: B256, diff: StateDiff) -> Result<(), StateLayerError> {
+        let (parent_bloom, rebuild_from) = {
+            let layers = self.layers.read();
+            let head = layers
+                .last()
+                .map_or_else(|| self.flushed(), |layer| layer.number);
+            if number != head + 1 {
+                return Err(StateLayerError::NotChild { number, head });
+            }
+            // Every KEPT_LAYERS blocks the bloom is rebuilt from the layers still held, so
+            // keys of flushed layers do not pile up in it.
+            let rebuild = number.is_multiple_of(KEPT_LAYERS as u64);
+            let parent = layers
+                .last()
+                .filter(|_| !rebuild)
+                .map(|layer| layer.bloom.clone());
+            let from = rebuild.then(|| layers.clone());
+            (parent, from)
+        };
+        let mut bloom = match (parent_bloom, rebuild_from) {
+            (Some(parent), _) => (*parent).clone(),
+            (None, Some(layers)) => {
+                let mut bloom = KeyBloom::new();
+                for layer in &layers {
+                    keys(&layer.diff).for_each(|key| bloom.insert(&key));
+                }
+                bloom
+            }
+            (None, None) => KeyBloom::new(),
+        };
+        keys(&diff).for_each(|key| bloom.insert(&key));
+        // Values read this block are stale for the keys the block wrote.
+        self.forget_origin(&diff);
+        self.layers.write().push(Arc::new(DiffLayer {
+            number,
+            hash,
+            diff,
+            bloom: Arc::new(bloom),
+        }));
+        Ok(())
+    }
+
+    fn origin_shard(&self, key: &StateKey) -> &RwLock<HashMap<StateKey, OriginEntry>> {
+        &self.origin[(key.hashes().0 as usize) % ORIGIN_SHARDS]
+    }
+
+    fn forget_origin(&self, diff: &StateDiff) {
+        for key in keys(diff) {
+            if let StateKey::Wiped(address) = key {
+                for shard in &self.origin {
+                    shard.write().retain(
+                        |key, _| !matches!(key, StateKey::Storage(owner, _) if *owner == address),
+                    );
+                }
+            } else {
+                self.origin_shard(&key).write().remove(&key);
+            }
+        }
+    }
+
+    /// Empties the origin pool (between blocks), counting prefetched values never used.
+    pub fn clear_origin(&self) {
+        let mut wasted = 0;
+        for shard in &self.origin {
+            let mut shard = shard.write();
+            wasted += shard
+                .values()
+                .filter(|entry| entry.prefetched && !entry.used.load(Ordering::Relaxed))
+                .count() as u64;
+            shard.clear();
+        }
+        self.counters
+            .wasted_prefetch
+            .fetch_add(wasted, Ordering::Relaxed);
+        metrics::counter!("stave_state_prefetch_wasted_total").increment(wasted);
+    }
+
+    /// A snapshot of the state at the head.
+    pub fn latest(&self) -> Snapshot<'_, 's> {
+        let stack: Vec<_> = self.layers.read().iter().rev().cloned().collect();
+        Snapshot {
+            layers: self,
+            bloom: stack.first().map(|layer| layer.bloom.clone()),
+            stack,
+            reader: Reader::Execution,
+        }
+    }
+
+    /// Runs `query` on the state after block `number` (any block from the disk layer's to
+    /// the head); a flush waits until it returns.
+    pub fn with_state_at<R>(
+        &self,
+        number: u64,
+        query: impl FnOnce(&Snapshot<'_, 's>) -> R,
+    ) -> Result<R, StateLayerError> {
+        let _gate = self.gate.read();
+        let layers = self.layers.read();
+        let (oldest, newest) = (
+            self.flushed(),
+            layers
+                .last()
+                .map_or_else(|| self.flushed(), |layer| layer.number),
+        );
+        if number < oldest || number > newest {
+            return Err(StateLayerError::NotAvailable {
+                number,
+                oldest,
+                newest,
+            });
+        }
+        let stack: Vec<_> = layers
+            .iter()
+            .rev()
+            .filter(|layer| layer.number <= number)
+            .cloned()
+            .collect();
+        drop(layers);
+        let snapshot = Snapshot {
+            layers: self,
+            bloom: stack.first().map(|layer| layer.bloom.clone()),
+            stack,
+            reader: Reader::Historical,
+        };
+        Ok(query(&snapshot))
+    }
+
+    /// Writes the oldest layers beyond the kept ones to disk in one transaction, once
+    /// [`FLUSH_BATCH`] of them have piled up, and drops them from memory. Returns the new
+    /// disk height, if it moved.
+    pub fn flush(&self, parallel: bool) -> Result<Option<u64>, StateLayerError> {
+        let _one = self.flushing.lock();
+        let oldest: Vec<Arc<DiffLayer>> = {
+            let layers = self.layers.read();
+            if layers.len() < KEPT_LAYERS + FLUSH_BATCH {
+                return Ok(None);
+            }
+            layers[..layers.len() - KEPT_LAYERS].to_vec()
+        };
+        let Some(height) = oldest.last().map(|layer| layer.number) else {
+            return Ok(None);
+        };
+        let mut merged = StateDiff::default();
+        for layer in &oldest {
+            merge(&mut merged, &layer.diff);
+        }
+        let _gate = self.gate.write();
+        commit::flush_state(self.store, &[&merged], height, parallel)?;
+        // The clean cache mirrors the disk: give it the values just written, and drop every
+        // slot of an account whose storage was wiped (rare: under Prague only an account
+        // created in the same transaction can self-destruct; a full scan is fine).
+        let wiped: std::collections::HashSet<Address> = merged
+            .accounts
+            .iter()
+            .filter(|(_, change)| change.storage_cleared)
+            .map(|(address, _)| *address)
+            .collect();
+        if !wiped.is_empty() {
+            let stale = |key: &StateKey| matches!(key, StateKey::Storage(owner, _) if wiped.contains(owner));
+            self.clean.retain(|key, _| !stale(key));
+            for shard in &self.origin {
+                shard.write().retain(|key, _| !stale(key));
+            }
+        }
+        for key in keys(&merged) {
+            if let Some(value) = oldest.iter().rev().find_map(|layer| layer.get(&key)) {
+                self.clean.insert(key, value);
+            }
+            self.origin_shard(&key).write().remove(&key);
+        }
+        self.flushed.store(height, Ordering::Release);
+        self.layers.write().drain(..oldest.len());
+        metrics::gauge!("stave_state_flushed_height").set(height as f64);
+        Ok(Some(height))
+    }
+
+    /// Reads per layer since the last [`StateLayers::take_reads`], and resets them.
+    pub fn take_reads(&self) -> LayerReads {
+        let take = |counter: &AtomicU64| counter.swap(0, Ordering::Relaxed);
+        LayerReads {
+            origin: take(&self.counters.origin),
+            diff: take(&self.counters.diff),
+            clean: take(&self.counters.clean),
+            disk: take(&self.counters.disk),
+            wasted_prefetch: take(&self.counters.wasted_prefetch),
+        }
+    }
+
+    fn count(&self, reader: Reader, counter: &AtomicU64, layer: &'static str) {
+        if reader == Reader::Execution {
+            counter.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("stave_state_reads_total", "layer" => layer).increment(1);
+        }
+    }
+
+    /// A value below the diff layers: origin pool, clean cache, then disk.
+    fn below(&self, key: StateKey, reader: Reader) -> Result<StateValue, StateError> {
+        if reader == Reader::Historical {
+            return match self.clean.get(&key) {
+                Some(value) => Ok(value),
+                None => self.read_disk(&key).map_err(state_error),
+            };
+        }
+        if let Some(entry) = self.origin_shard(&key).read().get(&key) {
+            if reader == Reader::Execution {
+                entry.used.store(true, Ordering::Relaxed);
+            }
+            self.count(reader, &self.counters.origin, "l15");
+            return Ok(entry.value.clone());
+        }
+        let value = match self.clean.get(&key) {
+            Some(value) => {
+                self.count(reader, &self.counters.clean, "l3");
+                value
+            }
+            None => {
+                self.count(reader, &self.counters.disk, "disk");
+                if reader == Reader::Prefetch {
+                    metrics::counter!("stave_state_prefetch_loads_total").increment(1);
+                }
+                let value = self.read_disk(&key).map_err(state_error)?;
+                self.clean.insert(key, value.clone());
+                value
+            }
+        };
+        self.origin_shard(&key)
+            .write()
+            .entry(key)
+            .or_insert(OriginEntry {
+                value: value.clone(),
+                prefetched: reader == Reader::Prefetch,
+                used: AtomicBool::new(reader == Reader::Execution),
+            });
+        Ok(value)
+    }
+
+    fn read_disk(&self, key: &StateKey) -> Result<StateValue, StorageError> {
+        Ok(match key {
+            StateKey::Account(address) => {
+                StateValue::Account(commit::account(self.store, *address)?)
+            }
+            StateKey::Storage(address, slot) => {
+                StateValue::Storage(commit::storage(self.store, *address, *slot)?)
+            }
+            StateKey::Code(hash) => StateValue::Code(
+                self.store
+                    .get(Table::Code, hash.as_slice())?
+                    .map(Bytes::from),
+            ),
+            StateKey::Wiped(_) => StateValue::Storage(U256::ZERO),
+        })
+    }
+}
+
+/// The state at one block: its layers (newest first) over what lies below them.
+pub struct Snapshot<'l, 's> {
+    layers: &'l StateLayers<'s>,
+    /// The top layer's bloom: covers every layer of the stack.
+    bloom: Option<Arc<KeyBloom>>,
+    stack: Vec<Arc<DiffLayer>>,
+    reader: Reader,
+}
+
+impl Snapshot<'_, '_> {
+    /// The same state, read by a prefetcher: loads are not counted as execution reads.
+    pub(crate) fn for_prefetch(&self) -> Self {
+        Self {
+            layers: self.layers,
+            bloom: self.bloom.clone(),
+            stack: self.stack.clone(),
+            reader: Reader::Prefetch,
+        }
+    }
+
+    /// The block this snapshot is the state after.
+    pub fn number(&self) -> u64 {
+        self.stack
+            .first()
+            .map_or_else(|| self.layers.flushed(), |layer| layer.number)
+    }
+
+    fn get(&self, key: StateKey) -> Result<StateValue, StateError> {
+        let in_layers = |bloom: &Arc<KeyBloom>| {
+            bloom.may_contain(&key)
+                || matches!(key, StateKey::Storage(owner, _) if bloom.may_contain(&StateKey::Wiped(owner)))
+        };
+        if self.bloom.as_ref().is_some_and(in_layers)
+            && let Some(value) = self.stack.iter().find_map(|layer| layer.get(&key))
+        {
+            self.layers
+                .count(self.reader, &self.layers.counters.diff, "l2");
+            return Ok(value);
+        }
+        self.layers.below(key, self.reader)
+    }
+}
+
+fn mismatch() -> StateError {
+    StateError("state layers returned a value of another kind".into())
+}
+
+impl StateReader for Snapshot<'_, '_> {
+    fn account(&self, address: Address) -> Result<Option<AccountState>, StateError> {
+        match self.get(StateKey::Account(address))? {
+            StateValue::Account(account) => Ok(account),
+            _ => Err(mismatch()),
+        }
+    }
+
+    fn storage(&self, address: Address, slot: U256) -> Result<U256, StateError> {
+        match self.get(StateKey::Storage(address, slot))? {
+            StateValue::Storage(value) => Ok(value),
+            _ => Err(mismatch()),
+        }
+    }
+
+    fn code(&self, code_hash: B256) -> Result<Option<Bytes>, StateError> {
+        match self.get(StateKey::Code(code_hash))? {
+            StateValue::Code(code) => Ok(code),
+            _ => Err(mismatch()),
+        }
+    }
+
+    fn block_hash(&self, number: u64) -> Result<B256, StateError> {
+        if let Some(layer) = self.stack.iter().find(|layer| layer.number == number) {
+            return Ok(layer.hash);
+        }
+        Ok(commit::header(self.layers.store, number)
+            .map_err(state_error)?
+            .map_or(B256::ZERO, |header| header.hash_slow()))
+    }
+}

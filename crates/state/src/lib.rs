@@ -1,0 +1,29 @@
+//! Stave's state layers: keep the executor off the disk.
+//!
+//! A read goes down until something knows the key:
+//! - L1, the block's own writes so far (the executor's overlay, in `stave-exec`);
+//! - L2, the diff layers of the last [`KEPT_LAYERS`] blocks, newest first; the top layer's
+//!   bloom filter covers all of them, so a key no recent block wrote skips the walk;
+//! - L1.5, the origin pool: values read from below the layers since the last block,
+//!   shared by the executor's threads and the [`Prefetcher`];
+//! - L3, the clean cache of disk values (S3-FIFO, `quick_cache`);
+//! - the disk layer: `stave-storage`, at the flushed height.
+//!
+//! Blocks are durable at commit; their state changes stay in layers until
+//! [`StateLayers::flush`] writes the oldest [`FLUSH_BATCH`] beyond the kept ones in one
+//! transaction. After a restart the node re-executes the blocks after the flushed height
+//! to rebuild the layers. Each layer knows only its parent's bloom, as go-ethereum's
+//! snapshot layers do.
+
+mod bloom;
+mod error;
+mod key;
+mod layer;
+mod layers;
+mod prefetch;
+
+pub use error::StateLayerError;
+pub use layers::{
+    DEFAULT_CLEAN_CACHE_ENTRIES, FLUSH_BATCH, KEPT_LAYERS, LayerReads, Snapshot, StateLayers,
+};
+pub use prefetch::Prefetcher;

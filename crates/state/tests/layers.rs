@@ -1,0 +1,200 @@
+//! The layered state equals the plain state it stands for, at the head and at every kept
+//! block, through pushes and flushes, and survives reopening the store.
+
+use std::collections::BTreeMap;
+
+use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
+use proptest::prelude::*;
+use stave_exec::{AccountDiff, AccountState, MemoryState, StateDiff, StateReader};
+use stave_state::{FLUSH_BATCH, KEPT_LAYERS, StateLayerError, StateLayers};
+use stave_storage::{LmdbStore, commit};
+
+/// A block's changes over a small key space, so blocks overwrite each other's keys.
+fn diff_strategy() -> impl Strategy<Value = StateDiff> {
+    let account = (
+        0u8..12,
+        0u64..5,
+        0u64..1000,
+        any::<bool>(),
+        proptest::collection::btree_map(0u8..4, 0u64..3, 0..3),
+    );
+    proptest::collection::vec(account, 0..6).prop_map(|changes| {
+        let mut diff = StateDiff::default();
+        for (who, nonce, balance, delete, slots) in changes {
+            let address = Address::with_last_byte(who);
+            let info = (!delete).then_some(AccountState {
+                nonce,
+                balance: U256::from(balance),
+                code_hash: alloy_primitives::KECCAK256_EMPTY,
+            });
+            let storage: BTreeMap<U256, U256> = slots
+                .into_iter()
+                .map(|(slot, value)| (U256::from(slot), U256::from(value)))
+                .collect();
+            diff.accounts.insert(
+                address,
+                AccountDiff {
+                    info,
+                    storage_cleared: delete,
+                    storage: if delete { BTreeMap::new() } else { storage },
+                },
+            );
+        }
+        let code = Bytes::from(vec![0x60, diff.accounts.len() as u8]);
+        diff.codes.insert(keccak256(&code), code);
+        diff
+    })
+}
+
+fn assert_same(layered: &dyn StateReader, plain: &MemoryState, context: &str) {
+    for who in 0u8..12 {
+        let address = Address::with_last_byte(who);
+        assert_eq!(
+            layered.account(address).expect("reads"),
+            plain.account(address).expect("reads"),
+            "{context}: account {who}"
+        );
+        for slot in 0u64..4 {
+            assert_eq!(
+                layered.storage(address, U256::from(slot)).expect("reads"),
+                plain.storage(address, U256::from(slot)).expect("reads"),
+                "{context}: account {who} slot {slot}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+    #[test]
+    fn layers_equal_the_plain_state(diffs in proptest::collection::vec(diff_strategy(), 1..24)) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+        let layers = StateLayers::new(&store, 0, 64);
+        let mut plain = MemoryState::default();
+        let mut history = vec![plain.clone()];
+        // Repeat the blocks so the run passes the flush threshold.
+        let blocks = KEPT_LAYERS + 2 * FLUSH_BATCH + 3;
+        for number in 1..=blocks as u64 {
+            let diff = diffs[number as usize % diffs.len()].clone();
+            plain.apply(&diff);
+            history.push(plain.clone());
+            layers.push(number, B256::with_last_byte(number as u8), diff).expect("pushes");
+            layers.flush(true).expect("flushes");
+            assert_same(&layers.latest(), &plain, &format!("head {number}"));
+        }
+        let flushed = layers.flushed();
+        prop_assert!(flushed > 0 && flushed as usize <= blocks - KEPT_LAYERS);
+        for number in flushed..=blocks as u64 {
+            layers
+                .with_state_at(number, |state| assert_same(state, &history[number as usize], &format!("at {number}")))
+                .expect("kept");
+        }
+        let too_old = layers.with_state_at(flushed - 1, |_| ());
+        prop_assert!(matches!(too_old, Err(StateLayerError::NotAvailable { .. })), "{:?}", too_old.err());
+        prop_assert_eq!(commit::flushed_height(&store).expect("reads"), Some(flushed));
+        // The disk alone holds the flushed state.
+        drop(layers);
+        let reopened = StateLayers::new(&store, flushed, 64);
+        assert_same(&reopened.latest(), &history[flushed as usize], "disk after reopening");
+    }
+}
+
+#[test]
+fn a_layer_must_follow_the_head() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+    let layers = StateLayers::new(&store, 5, 64);
+    let error = layers
+        .push(7, B256::ZERO, StateDiff::default())
+        .expect_err("gap");
+    assert!(matches!(
+        error,
+        StateLayerError::NotChild { number: 7, head: 5 }
+    ));
+    layers
+        .push(6, B256::repeat_byte(6), StateDiff::default())
+        .expect("child");
+    assert_eq!(layers.head(), 6);
+    assert_eq!(
+        layers.latest().block_hash(6).expect("reads"),
+        B256::repeat_byte(6)
+    );
+}
+
+#[test]
+fn reads_are_counted_per_layer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+    let layers = StateLayers::new(&store, 0, 64);
+    let mut diff = StateDiff::default();
+    diff.accounts
+        .insert(Address::with_last_byte(1), AccountDiff::default());
+    layers.push(1, B256::ZERO, diff).expect("pushes");
+    let snapshot = layers.latest();
+    snapshot.account(Address::with_last_byte(1)).expect("reads"); // L2
+    snapshot.account(Address::with_last_byte(2)).expect("reads"); // disk
+    snapshot.account(Address::with_last_byte(2)).expect("reads"); // L1.5
+    layers.clear_origin();
+    snapshot.account(Address::with_last_byte(2)).expect("reads"); // L3
+    let reads = layers.take_reads();
+    assert_eq!(
+        (reads.diff, reads.disk, reads.origin, reads.clean),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(layers.take_reads().total(), 0);
+}
+
+#[test]
+fn a_wiped_account_reads_zero_even_where_its_slots_left_every_layer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+    let layers = StateLayers::new(&store, 0, 64);
+    let owner = Address::with_last_byte(0x33);
+    let info = Some(AccountState {
+        nonce: 1,
+        balance: U256::ZERO,
+        code_hash: alloy_primitives::KECCAK256_EMPTY,
+    });
+    let mut first = StateDiff::default();
+    first.accounts.insert(
+        owner,
+        AccountDiff {
+            info,
+            storage_cleared: false,
+            storage: BTreeMap::from([(U256::from(7), U256::from(70))]),
+        },
+    );
+    layers.push(1, B256::ZERO, first).expect("pushes");
+    // Enough empty blocks that block 1 is flushed and out of every bloom.
+    let quiet = 2 * KEPT_LAYERS as u64 + 1;
+    for number in 2..=quiet {
+        layers
+            .push(number, B256::ZERO, StateDiff::default())
+            .expect("pushes");
+        layers.flush(true).expect("flushes");
+    }
+    assert!(layers.flushed() >= 1);
+    let snapshot = layers.latest();
+    assert_eq!(
+        snapshot.storage(owner, U256::from(7)).expect("reads"),
+        U256::from(70)
+    );
+    let mut wipe = StateDiff::default();
+    wipe.accounts.insert(
+        owner,
+        AccountDiff {
+            info,
+            storage_cleared: true,
+            storage: BTreeMap::new(),
+        },
+    );
+    layers.push(quiet + 1, B256::ZERO, wipe).expect("pushes");
+    assert_eq!(
+        layers
+            .latest()
+            .storage(owner, U256::from(7))
+            .expect("reads"),
+        U256::ZERO
+    );
+}
