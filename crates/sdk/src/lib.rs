@@ -3,7 +3,9 @@
 //! [`LocalSigner`] signs with RFC 6979 ECDSA (libsecp256k1) and gets the recovery id
 //! directly; [`TxBuilder`] makes ETH transfers, ERC-20 calls and deploys as legacy
 //! (EIP-155), EIP-2930 or EIP-1559 transactions; [`sign_batch`] builds and signs on all
-//! cores; [`signed_workload`] makes whole benchmark workloads.
+//! cores; [`signed_workload`] makes whole benchmark workloads. [`RpcClient`] talks to a
+//! node over HTTP (keep-alive, batch requests) and [`NonceManager`] tracks each sender's
+//! nonces locally, resyncing from the node on a nonce refusal or a gap.
 //!
 //! ```
 //! use stave_primitives::{U256, dev::dev_account, decode_and_validate};
@@ -20,6 +22,8 @@
 mod builder;
 pub mod contracts;
 mod error;
+mod nonce;
+mod rpc;
 mod signer;
 mod workload;
 
@@ -28,5 +32,7 @@ pub use builder::{
     erc20_transfer_calldata,
 };
 pub use error::SdkError;
+pub use nonce::{NonceAction, NonceManager};
+pub use rpc::{MAX_MESSAGE_SIZE, REQUEST_TIMEOUT, RpcClient};
 pub use signer::{LocalSigner, RawTx};
 pub use workload::{WorkloadKind, sign_batch, signed_workload, workload_genesis};

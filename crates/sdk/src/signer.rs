@@ -3,7 +3,7 @@
 //! The backend is libsecp256k1 (the `secp256k1` crate 0.30, global context): it returns
 //! the recovery id with the signature, so no trial recovery is needed, and its `s` is
 //! always low (EIP-2). Its context is randomized once, when first used, not after every
-//! signature (as later versions of the crate do). Measured here it signs faster than k256
+//! signature (as 0.33 does). Measured here it signs faster than k256
 //! (see ARCHITECTURE.md and `benches/sign.rs`).
 //!
 //! Allocation: [`LocalSigner::sign_raw`] allocates only its output bytes, sized exactly.

@@ -1,0 +1,195 @@
+//! A JSON-RPC client for the calls a load generator makes: HTTP with keep-alive (jsonrpsee's
+//! pooled hyper client: connections are reused, and concurrent calls open more) and
+//! JSON-RPC batches for sending transactions and polling receipts.
+//!
+//! A batch call returns one result per item in item order: the node may refuse some
+//! transactions of a batch and accept the rest. Only a failure of the whole request
+//! (connection, timeout, malformed answer) is the outer error.
+
+use std::time::Duration;
+
+use alloy_eips::BlockNumberOrTag;
+use alloy_primitives::{Address, B256, U64, U256, hex};
+use alloy_rpc_types_eth::{Block, TransactionReceipt};
+use jsonrpsee::{
+    core::{
+        ClientError,
+        client::ClientT,
+        params::{ArrayParams, BatchRequestBuilder},
+    },
+    http_client::{HttpClient, HttpClientBuilder},
+    rpc_params,
+};
+use serde::de::DeserializeOwned;
+
+use crate::error::SdkError;
+
+/// How long one request (a whole batch included) may take before it fails.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Largest request and response, in bytes: 64 MiB, room for a batch of 100,000 signed
+/// transfers (~230 bytes of hex each) or as many receipts (~1 KiB of JSON each, with logs
+/// less: keep receipt batches smaller when transactions log much).
+pub const MAX_MESSAGE_SIZE: u32 = 64 << 20;
+
+/// A JSON-RPC client of one node over HTTP.
+#[derive(Debug, Clone)]
+pub struct RpcClient {
+    http: HttpClient,
+}
+
+impl From<ClientError> for SdkError {
+    fn from(error: ClientError) -> Self {
+        match error {
+            ClientError::Call(error) => SdkError::Rpc {
+                code: error.code(),
+                message: error.message().to_owned(),
+            },
+            other => SdkError::Transport(other.to_string()),
+        }
+    }
+}
+
+impl RpcClient {
+    /// A client of the node at `url` (`http://host:port`). Connects on first use.
+    pub fn new(url: &str) -> Result<Self, SdkError> {
+        let http = HttpClientBuilder::default()
+            .request_timeout(REQUEST_TIMEOUT)
+            .max_request_size(MAX_MESSAGE_SIZE)
+            .max_response_size(MAX_MESSAGE_SIZE)
+            .build(url)
+            .map_err(|e| SdkError::Transport(format!("{url}: {e}")))?;
+        Ok(Self { http })
+    }
+
+    async fn call<R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: ArrayParams,
+    ) -> Result<R, SdkError> {
+        Ok(self.http.request(method, params).await?)
+    }
+
+    /// One batch request calling `method` once per item of `params`; one result per item.
+    async fn batch<R: DeserializeOwned + std::fmt::Debug>(
+        &self,
+        method: &str,
+        params: impl Iterator<Item = ArrayParams>,
+    ) -> Result<Vec<Result<R, SdkError>>, SdkError> {
+        let mut batch = BatchRequestBuilder::new();
+        let mut items = 0;
+        for item in params {
+            batch
+                .insert(method, item)
+                .map_err(|e| SdkError::Transport(e.to_string()))?;
+            items += 1;
+        }
+        if items == 0 {
+            // jsonrpsee refuses an empty batch, as the JSON-RPC spec does.
+            return Ok(Vec::new());
+        }
+        let responses = self.http.batch_request::<R>(batch).await?;
+        if responses.len() != items {
+            return Err(SdkError::Transport(format!(
+                "{method} batch: {} answers to {items} calls",
+                responses.len()
+            )));
+        }
+        Ok(responses
+            .into_iter()
+            .map(|entry| {
+                entry.map_err(|error| SdkError::Rpc {
+                    code: error.code(),
+                    message: error.message().to_owned(),
+                })
+            })
+            .collect())
+    }
+
+    /// `eth_chainId`.
+    pub async fn chain_id(&self) -> Result<u64, SdkError> {
+        Ok(self.call::<U64>("eth_chainId", rpc_params![]).await?.to())
+    }
+
+    /// `eth_blockNumber`: the head's number.
+    pub async fn block_number(&self) -> Result<u64, SdkError> {
+        Ok(self
+            .call::<U64>("eth_blockNumber", rpc_params![])
+            .await?
+            .to())
+    }
+
+    /// `eth_getTransactionCount` at `block`; at [`BlockNumberOrTag::Pending`] it counts the
+    /// pool's executable transactions too: the next nonce to send.
+    pub async fn get_transaction_count(
+        &self,
+        address: Address,
+        block: BlockNumberOrTag,
+    ) -> Result<u64, SdkError> {
+        let count: U64 = self
+            .call("eth_getTransactionCount", rpc_params![address, block])
+            .await?;
+        Ok(count.to())
+    }
+
+    /// `eth_getBalance` at the head, in wei.
+    pub async fn get_balance(&self, address: Address) -> Result<U256, SdkError> {
+        self.call(
+            "eth_getBalance",
+            rpc_params![address, BlockNumberOrTag::Latest],
+        )
+        .await
+    }
+
+    /// `eth_sendRawTransaction`: the transaction's hash once the node accepted it.
+    pub async fn send_raw_transaction(&self, tx: &[u8]) -> Result<B256, SdkError> {
+        self.call(
+            "eth_sendRawTransaction",
+            rpc_params![hex::encode_prefixed(tx)],
+        )
+        .await
+    }
+
+    /// `eth_sendRawTransaction` for each of `txs` in one batch request.
+    pub async fn send_raw_transactions<T: AsRef<[u8]>>(
+        &self,
+        txs: &[T],
+    ) -> Result<Vec<Result<B256, SdkError>>, SdkError> {
+        self.batch(
+            "eth_sendRawTransaction",
+            txs.iter()
+                .map(|tx| rpc_params![hex::encode_prefixed(tx.as_ref())]),
+        )
+        .await
+    }
+
+    /// `eth_getTransactionReceipt`: `None` while the transaction is not in a block.
+    pub async fn get_transaction_receipt(
+        &self,
+        hash: B256,
+    ) -> Result<Option<TransactionReceipt>, SdkError> {
+        self.call("eth_getTransactionReceipt", rpc_params![hash])
+            .await
+    }
+
+    /// `eth_getTransactionReceipt` for each of `hashes` in one batch request.
+    pub async fn get_transaction_receipts(
+        &self,
+        hashes: &[B256],
+    ) -> Result<Vec<Result<Option<TransactionReceipt>, SdkError>>, SdkError> {
+        self.batch(
+            "eth_getTransactionReceipt",
+            hashes.iter().map(|hash| rpc_params![hash]),
+        )
+        .await
+    }
+
+    /// `eth_getBlockByNumber` with transaction hashes only (not full transactions).
+    pub async fn get_block_by_number(
+        &self,
+        block: BlockNumberOrTag,
+    ) -> Result<Option<Block>, SdkError> {
+        self.call("eth_getBlockByNumber", rpc_params![block, false])
+            .await
+    }
+}
