@@ -6,8 +6,8 @@
 //! signature (as 0.33 does). Measured here it signs faster than k256
 //! (see ARCHITECTURE.md and `benches/sign.rs`).
 //!
-//! Allocation: [`LocalSigner::sign_raw`] allocates only its output bytes, sized exactly.
-//! The signing payload is encoded into a per-thread scratch buffer that is reused.
+//! Allocation: [`LocalSigner::sign_raw`] allocates only its output bytes, sized exactly
+//! (`tests/alloc.rs` counts). Encodings go through a per-thread scratch buffer.
 
 use std::cell::RefCell;
 
@@ -46,15 +46,22 @@ pub struct RawTx {
 }
 
 thread_local! {
-    /// Scratch for signing payloads: grows to the largest payload a thread has signed and
-    /// is reused, so signing allocates nothing but its output.
-    static PAYLOAD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Scratch for encodings: grows to the largest transaction a thread has signed and is
+    /// reused, so signing allocates nothing but its output.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on this thread's emptied scratch buffer.
+fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    SCRATCH.with_borrow_mut(|scratch| {
+        scratch.clear();
+        f(scratch)
+    })
 }
 
 /// keccak-256 of the transaction's signing payload (EIP-155 for legacy with a chain id).
 fn signature_hash(tx: &TypedTransaction) -> B256 {
-    PAYLOAD.with_borrow_mut(|payload| {
-        payload.clear();
+    with_scratch(|payload| {
         tx.encode_for_signing(payload);
         keccak256(payload.as_slice())
     })
@@ -89,12 +96,19 @@ impl LocalSigner {
     }
 
     /// Signs a transaction and returns its wire bytes and hash: one allocation, the bytes.
+    ///
+    /// The encoding goes through the scratch buffer and is copied out at its exact length:
+    /// encoding straight into a `Vec` with `eip2718_encoded_length` capacity still made a
+    /// second allocation (alloy-consensus 2.5 with bytes 1.12; `tests/alloc.rs` counts).
     pub fn sign_raw(&self, tx: &TypedTransaction) -> RawTx {
         let signature = self.sign_hash(&signature_hash(tx));
-        let mut bytes = Vec::with_capacity(tx.eip2718_encoded_length(&signature));
-        tx.eip2718_encode(&signature, &mut bytes);
-        let hash = keccak256(&bytes);
-        RawTx { bytes, hash }
+        with_scratch(|encoded| {
+            tx.eip2718_encode(&signature, encoded);
+            RawTx {
+                bytes: encoded.to_vec(),
+                hash: keccak256(encoded.as_slice()),
+            }
+        })
     }
 
     /// Signs a transaction and returns it decoded, for building blocks.
