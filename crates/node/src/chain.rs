@@ -21,13 +21,14 @@ use stave_primitives::{
     Block, ChainSpec, Header, Receipt, RecoveredTx, SealedBlock, StateDiff, merkle_root,
     receipts_root, state_root,
 };
+use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, StateLayers};
 use stave_storage::{
     KvStore, Table,
-    commit::{BlockToCommit, Committed, commit_block, head, header},
+    commit::{BlockToCommit, Committed, commit_block, flushed_height, head, header},
 };
 use stave_verify::{SenderCache, Verifier, verify_serial};
 
-use crate::{disk_state::DiskState, error::ImportError};
+use crate::error::ImportError;
 
 /// Block 0 of a chain and the state it creates.
 pub fn genesis(spec: &ChainSpec) -> (SealedBlock, StateDiff) {
@@ -99,13 +100,13 @@ pub struct PreparedBlock {
 }
 
 impl PreparedBlock {
-    /// The commit stage's view of it.
+    /// The commit stage's view of it: the block data; its state goes to the state layers.
     pub fn input(&self) -> BlockToCommit<'_> {
         BlockToCommit {
             block: &self.block,
             body: &self.body,
             receipts: &self.receipts,
-            diff: &self.diff,
+            diff: None,
         }
     }
 }
@@ -135,6 +136,7 @@ pub struct Chain<'s> {
     verifier: Verifier,
     cache: Option<Arc<SenderCache>>,
     executor: ParallelExecutor,
+    layers: Arc<StateLayers<'s>>,
 }
 
 /// What [`Chain::import`] did.
@@ -176,17 +178,73 @@ impl<'s> Chain<'s> {
             block: &block,
             body: &body,
             receipts: &[],
-            diff: &diff,
+            diff: Some(&diff),
         };
         commit_block(store, &input, true)?;
-        Ok(Self {
+        let (head_number, _) = head(store)?.ok_or(ImportError::NoGenesis)?;
+        // Data dirs from before the state layers stored the state with every block.
+        let flushed = flushed_height(store)?.unwrap_or(head_number);
+        let mut chain = Self {
             store,
             chain_id: spec.chain_id(),
             parallelism,
             verifier: Verifier::new(spec.chain_id(), threads, cache.clone()),
             cache,
             executor: ParallelExecutor::new(threads),
-        })
+            layers: Arc::new(StateLayers::new(
+                store,
+                flushed,
+                DEFAULT_CLEAN_CACHE_ENTRIES,
+            )),
+        };
+        chain.replay(flushed, head_number)?;
+        Ok(chain)
+    }
+
+    /// Rebuilds the state layers of the blocks after the flushed height by re-executing
+    /// them (they are stored; their state changes were in memory when the node stopped).
+    fn replay(&mut self, flushed: u64, head_number: u64) -> Result<(), ImportError> {
+        if head_number > flushed {
+            tracing::info!(
+                from = flushed + 1,
+                to = head_number,
+                "re-executing blocks after the flushed state"
+            );
+        }
+        for number in flushed + 1..=head_number {
+            let bytes = self.encoded_block(number)?.ok_or(ImportError::NoGenesis)?;
+            let block = decode_block(&bytes)?;
+            let recovered = self
+                .verifier
+                .verify(block.transactions().to_vec())
+                .map_err(|source| ImportError::Verify {
+                    number,
+                    source: Box::new(source),
+                })?;
+            let outcome = self.execute(block.header(), &recovered, Mode::Validate)?;
+            let parent = header(self.store, number - 1)?.ok_or(ImportError::NoGenesis)?;
+            let root = state_root(parent.state_root, &outcome.diff);
+            if root != block.header().state_root {
+                return Err(ImportError::HeaderMismatch {
+                    number,
+                    field: "state_root",
+                    claimed: block.header().state_root.to_string(),
+                    computed: root.to_string(),
+                });
+            }
+            self.layers.push(number, block.hash(), outcome.diff)?;
+        }
+        Ok(())
+    }
+
+    /// The store the chain lives in.
+    pub fn store(&self) -> &'s dyn KvStore {
+        self.store
+    }
+
+    /// The chain's state: diff layers over the flushed state on disk.
+    pub fn layers(&self) -> Arc<StateLayers<'s>> {
+        self.layers.clone()
     }
 
     /// The stored head: number and hash.
@@ -205,7 +263,7 @@ impl<'s> Chain<'s> {
         txs: &[RecoveredTx],
         mode: Mode,
     ) -> Result<ExecutionOutcome, ImportError> {
-        let state = DiskState::new(self.store);
+        let state = self.layers.latest();
         match self.parallelism {
             Parallelism::Parallel => {
                 self.executor
@@ -267,20 +325,39 @@ impl<'s> Chain<'s> {
         })
     }
 
-    /// Commits a block [`Chain::prepare`] made (the commit stage).
-    pub fn commit(&self, prepared: &PreparedBlock) -> Result<Committed, ImportError> {
+    /// Commits a block [`Chain::prepare`] made (the commit stage), moving its state diff
+    /// into the state layers.
+    pub fn commit(&self, prepared: &mut PreparedBlock) -> Result<Committed, ImportError> {
         let number = prepared.block.number();
+        let diff = std::mem::take(&mut prepared.diff);
         let (committed, _) = stage("commit", number, || {
-            commit_block(self.store, &prepared.input(), self.parallel())
+            self.commit_parts(&prepared.input(), diff)
         });
-        Ok(committed?)
+        committed
+    }
+
+    /// Writes the block, then adds its state to the layers and flushes the oldest ones if
+    /// enough piled up. A block already stored changes nothing.
+    fn commit_parts(
+        &self,
+        input: &BlockToCommit<'_>,
+        diff: StateDiff,
+    ) -> Result<Committed, ImportError> {
+        let committed = commit_block(self.store, input, self.parallel())?;
+        if committed == Committed::New {
+            self.layers
+                .push(input.block.number(), input.block.hash(), diff)?;
+            self.layers.clear_origin();
+            self.layers.flush(self.parallel())?;
+        }
+        Ok(committed)
     }
 
     /// Builds the next block from `txs` (invalid ones are left out), commits it, and
     /// returns it encoded (DESIGN.md §3.2).
     pub fn build(&mut self, txs: Vec<RecoveredTx>, timestamp: u64) -> Result<Vec<u8>, ImportError> {
-        let prepared = self.prepare(&txs, timestamp)?;
-        self.commit(&prepared)?;
+        let mut prepared = self.prepare(&txs, timestamp)?;
+        self.commit(&mut prepared)?;
         Ok(encode_block_parts(prepared.block.header(), &prepared.body))
     }
 
@@ -391,9 +468,9 @@ impl<'s> Chain<'s> {
                 block: &block,
                 body: &body,
                 receipts: &outcome.receipts,
-                diff: &outcome.diff,
+                diff: None,
             };
-            Ok::<_, ImportError>(commit_block(self.store, &input, self.parallel())?)
+            self.commit_parts(&input, outcome.diff)
         });
         times.commit = elapsed;
         Ok(Imported {

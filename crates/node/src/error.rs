@@ -58,6 +58,9 @@ pub enum ImportError {
     /// Storage failed (commit stage or a state read).
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// The state layers refused a block's changes or could not flush them.
+    #[error(transparent)]
+    State(#[from] stave_state::StateLayerError),
 }
 
 impl From<CodecError> for ImportError {

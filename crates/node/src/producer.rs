@@ -2,40 +2,28 @@
 //! RPC queries go through.
 //!
 //! [`BlockProducer`] takes the txpool's best transactions, runs them through the import
-//! pipeline's execute and commit stages ([`Chain::prepare`], [`Chain::commit`]), records
-//! the block's undo layer, and tells the pool what was included. [`ChainView`] serves
-//! reads: the latest state, or an earlier block's through the undo layers; a commit waits
-//! for reads in progress, so no query sees half a block.
+//! pipeline's execute and commit stages ([`Chain::prepare`], [`Chain::commit`]) and tells
+//! the pool what was included. [`ChainView`] serves reads through the state layers: the
+//! head's state, or any kept block's. A block's state becomes visible in one step, when
+//! its layer is pushed, so no query sees half a block.
 
 use std::sync::Arc;
 
 use alloy_primitives::B256;
-use parking_lot::RwLock;
 use stave_exec::StateReader;
 use stave_primitives::{ChainSpec, Header, Receipt, RecoveredTx, SealedBlock};
+use stave_state::{StateLayerError, StateLayers};
 use stave_storage::{KvStore, StorageError, commit};
 use stave_txpool::{DropReason, TxPool};
 
-use crate::{
-    chain::Chain,
-    disk_state::DiskState,
-    error::ImportError,
-    history::{HISTORY_DEPTH, HistoricalState, StateHistory, UndoLayer},
-};
+use crate::{chain::Chain, error::ImportError};
 
 /// Why a state query could not be answered.
 #[derive(Debug, thiserror::Error)]
 pub enum ViewError {
-    /// The block exists but its state is no longer (or not yet) kept.
-    #[error(
-        "state not available for block {number}: only the last {depth} blocks' states are kept"
-    )]
-    StateNotAvailable {
-        /// The block asked for.
-        number: u64,
-        /// How many recent blocks are kept.
-        depth: usize,
-    },
+    /// The block's state is no longer (or not yet) kept.
+    #[error(transparent)]
+    StateNotAvailable(StateLayerError),
     /// No block with this number.
     #[error("block {0} not found")]
     UnknownBlock(u64),
@@ -44,20 +32,20 @@ pub enum ViewError {
     Storage(#[from] StorageError),
 }
 
-/// Reads of a chain's state and blocks, consistent with the commits of its producer.
+/// Reads of a chain's state and blocks.
 pub struct ChainView<'s> {
     store: &'s dyn KvStore,
     spec: ChainSpec,
-    history: RwLock<StateHistory>,
+    layers: Arc<StateLayers<'s>>,
 }
 
 impl<'s> ChainView<'s> {
-    /// A view of the chain in `store`, keeping the last [`HISTORY_DEPTH`] blocks' states.
-    pub fn new(store: &'s dyn KvStore, spec: ChainSpec) -> Self {
+    /// A view of `chain`'s blocks and state.
+    pub fn new(chain: &Chain<'s>, spec: ChainSpec) -> Self {
         Self {
-            store,
+            store: chain.store(),
             spec,
-            history: RwLock::new(StateHistory::new(HISTORY_DEPTH)),
+            layers: chain.layers(),
         }
     }
 
@@ -77,25 +65,22 @@ impl<'s> ChainView<'s> {
     }
 
     /// Runs `query` on the state after block `number` (the head when `None`) and that
-    /// block's header. Commits wait until it returns.
+    /// block's header.
     pub fn with_state<R>(
         &self,
         number: Option<u64>,
         query: impl FnOnce(&dyn StateReader, &Header) -> R,
     ) -> Result<R, ViewError> {
-        let history = self.history.read();
-        let (head, _) = self.head()?;
-        let number = number.unwrap_or(head);
+        let Some(number) = number else {
+            let state = self.layers.latest();
+            let header = commit::header(self.store, state.number())?
+                .ok_or(ViewError::UnknownBlock(state.number()))?;
+            return Ok(query(&state, &header));
+        };
         let header = commit::header(self.store, number)?.ok_or(ViewError::UnknownBlock(number))?;
-        let layers = history
-            .layers_after(number, head)
-            .ok_or(ViewError::StateNotAvailable {
-                number,
-                depth: HISTORY_DEPTH,
-            })?;
-        let current = DiskState::new(self.store);
-        let state = HistoricalState::new(&current, layers);
-        Ok(query(&state, &header))
+        self.layers
+            .with_state_at(number, |state| query(state, &header))
+            .map_err(ViewError::StateNotAvailable)
     }
 }
 
@@ -147,21 +132,10 @@ impl<'s> BlockProducer<'s> {
             parent.gas_limit,
             self.max_block_txs,
         );
-        let prepared = self
+        let mut prepared = self
             .chain
             .prepare(&selected, timestamp.max(parent.timestamp))?;
-        let disk = DiskState::new(store);
-        let undo = UndoLayer::capture(&disk, prepared.block.number(), &prepared.diff).map_err(
-            |source| ImportError::Execute {
-                number: prepared.block.number(),
-                source: Box::new(source.into()),
-            },
-        )?;
-        {
-            let mut history = self.view.history.write();
-            self.chain.commit(&prepared)?;
-            history.push(undo);
-        }
+        self.chain.commit(&mut prepared)?;
         let included: std::collections::HashSet<B256> = prepared
             .block
             .transactions()
@@ -173,7 +147,7 @@ impl<'s> BlockProducer<'s> {
             .partition(|tx| included.contains(&tx.tx.hash()));
         let failed: Vec<B256> = failed.iter().map(|tx| tx.tx.hash()).collect();
         self.pool.discard(&failed, DropReason::FailedExecution);
-        if let Err(error) = self.pool.on_block(&included, &disk) {
+        if let Err(error) = self.pool.on_block(&included, &self.view.layers.latest()) {
             tracing::warn!(%error, "txpool could not read state after a block");
         }
         metrics::counter!("stave_transactions_total").increment(included.len() as u64);

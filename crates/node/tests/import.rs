@@ -2,13 +2,11 @@
 //! same head and state; tampered blocks are refused; redelivery is a no-op.
 
 use alloy_consensus::TypedTransaction;
+use stave_exec::StateReader;
 use stave_node::{Chain, ImportError, Parallelism};
 use stave_primitives::{Address, ChainSpec, RecoveredTx, SignedTx, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder, WorkloadKind, signed_workload, workload_genesis};
-use stave_storage::{
-    LmdbStore,
-    commit::{account, head},
-};
+use stave_storage::{LmdbStore, commit::head};
 
 const CHAIN_ID: u64 = 1337;
 const TOKEN: Address = Address::repeat_byte(0xe2);
@@ -80,19 +78,16 @@ fn blocks_built_on_one_node_import_on_another_to_the_same_state() {
         assert!(imported.new);
     }
     assert_eq!(follower.head().expect("head"), producer_head);
+    // Reopening the producer's data dir rebuilds its state layers by re-executing the
+    // blocks after the flushed state; both states agree.
+    let producer = Chain::open(&store_a, &spec, 2).expect("reopens");
+    let (ours, theirs) = (follower.layers(), producer.layers());
+    let (ours, theirs) = (ours.latest(), theirs.latest());
     for i in 0..40 {
         let address = dev_account(i).address;
-        assert_eq!(
-            account(&store_b, address).expect("reads"),
-            account(&store_a, address).expect("reads")
-        );
-        assert_eq!(
-            account(&store_b, address)
-                .expect("reads")
-                .expect("exists")
-                .nonce,
-            3
-        );
+        let account = ours.account(address).expect("reads");
+        assert_eq!(account, theirs.account(address).expect("reads"));
+        assert_eq!(account.expect("exists").nonce, 3);
     }
     // Export gives back exactly the blocks.
     for (i, block) in blocks.iter().enumerate() {
@@ -166,7 +161,9 @@ fn every_stage_records_its_time_per_block() {
     });
     let mut stages = Vec::new();
     for (key, _, _, value) in snapshotter.snapshot().into_vec() {
-        assert_eq!(key.key().name(), stave_node::STAGE_SECONDS);
+        if key.key().name() != stave_node::STAGE_SECONDS {
+            continue;
+        }
         let label = key
             .key()
             .labels()

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use stave_node::{BlockProducer, Chain, ChainView, HISTORY_DEPTH, ViewError};
+use stave_node::{BlockProducer, Chain, ChainView, ViewError};
 use stave_primitives::{Address, ChainSpec, DEFAULT_BASE_FEE, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder};
+use stave_state::{FLUSH_BATCH, KEPT_LAYERS};
 use stave_storage::LmdbStore;
 use stave_txpool::{PoolConfig, TxPool};
 use stave_verify::SenderCache;
@@ -35,7 +36,8 @@ fn produced_blocks_empty_the_pool_and_every_recent_state_stays_queryable() {
         Some(cache.clone()),
     )
     .expect("opens");
-    let view = Arc::new(ChainView::new(&store, spec.clone()));
+    let view = Arc::new(ChainView::new(&chain, spec.clone()));
+    let layers = chain.layers();
     let pool = Arc::new(TxPool::new(
         PoolConfig::new(CHAIN_ID, spec.gas_limit()),
         cache,
@@ -57,11 +59,11 @@ fn produced_blocks_empty_the_pool_and_every_recent_state_stays_queryable() {
         (empty.block.number(), empty.block.transactions().len()),
         (1, 0)
     );
-    let blocks = HISTORY_DEPTH as u64 + 3;
+    let blocks = (KEPT_LAYERS + FLUSH_BATCH) as u64 + 3;
     for number in 2..=blocks {
         let added = pool.add(
             &[transfer(number - 2, 1)],
-            &stave_node::DiskState::new(&store),
+            &layers.latest(),
             DEFAULT_BASE_FEE,
         );
         assert!(added[0].is_ok(), "{added:?}");
@@ -71,10 +73,11 @@ fn produced_blocks_empty_the_pool_and_every_recent_state_stays_queryable() {
         assert_eq!(produced.dropped, 0);
         assert_eq!(pool.status().pending, 0);
     }
-    // After block n the receiver holds n - 1 wei; that is queryable for the last
-    // HISTORY_DEPTH blocks, and before them the error says so.
+    // After block n the receiver holds n - 1 wei; that is queryable for at least the
+    // last KEPT_LAYERS blocks (down to the flushed one), and before them the error says so.
     assert_eq!(balance_at(None).expect("head"), U256::from(blocks - 1));
-    let oldest_kept = blocks - HISTORY_DEPTH as u64;
+    let oldest_kept = layers.flushed();
+    assert!(oldest_kept > 0 && oldest_kept <= blocks - KEPT_LAYERS as u64);
     for number in oldest_kept..=blocks {
         assert_eq!(
             balance_at(Some(number)).expect("kept"),
@@ -84,7 +87,7 @@ fn produced_blocks_empty_the_pool_and_every_recent_state_stays_queryable() {
     }
     assert!(matches!(
         balance_at(Some(oldest_kept - 1)),
-        Err(ViewError::StateNotAvailable { .. })
+        Err(ViewError::StateNotAvailable(_))
     ));
     assert!(matches!(
         balance_at(Some(blocks + 1)),

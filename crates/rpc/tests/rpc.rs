@@ -10,7 +10,7 @@ use jsonrpsee::{
     rpc_params,
 };
 use serde_json::Value;
-use stave_node::{BlockProducer, Chain, ChainView, DiskState, HISTORY_DEPTH, Parallelism};
+use stave_node::{BlockProducer, Chain, ChainView, Parallelism};
 use stave_primitives::{DEFAULT_BASE_FEE, dev::dev_account};
 use stave_rpc::{NodeContext, RpcConfig, error::LIMIT_EXCEEDED};
 use stave_sdk::{
@@ -18,6 +18,7 @@ use stave_sdk::{
     contracts::{ERC20_TRANSFER_TOPIC, stave_token_balance_slot},
     workload_genesis,
 };
+use stave_state::{FLUSH_BATCH, KEPT_LAYERS};
 use stave_storage::LmdbStore;
 use stave_txpool::{PoolConfig, TxPool};
 use stave_verify::SenderCache;
@@ -39,7 +40,8 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
     let cache = Arc::new(SenderCache::new(1024));
     let chain = Chain::open_with(store, &spec, 2, Parallelism::Parallel, Some(cache.clone()))
         .expect("opens");
-    let view = Arc::new(ChainView::new(store, spec.clone()));
+    let view = Arc::new(ChainView::new(&chain, spec.clone()));
+    let layers = chain.layers();
     let pool = Arc::new(TxPool::new(
         PoolConfig::new(CHAIN_ID, spec.gas_limit()),
         cache,
@@ -64,14 +66,14 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
         .build(format!("http://{addr}"))
         .expect("client");
 
-    // Blocks 1..=HISTORY_DEPTH+2: each moves 1 token from account 0 to account 1 (one log).
+    // Enough blocks for a flush; each moves 1 token from account 0 to account 1 (one log).
     let sender = LocalSigner::from_secret(&dev_account(0).secret).expect("key");
     let receiver = dev_account(1).address;
     let builder = TxBuilder::new(CHAIN_ID, 2 * u128::from(DEFAULT_BASE_FEE));
-    let blocks = HISTORY_DEPTH as u64 + 2;
+    let blocks = (KEPT_LAYERS + FLUSH_BATCH) as u64 + 2;
     for nonce in 0..blocks {
         let tx = sender.sign_tx(builder.erc20_transfer(nonce, TOKEN, receiver, U256::from(1)));
-        let added = pool.add(&[tx.encoded()], &DiskState::new(store), DEFAULT_BASE_FEE);
+        let added = pool.add(&[tx.encoded()], &layers.latest(), DEFAULT_BASE_FEE);
         assert!(added[0].is_ok(), "{added:?}");
         let produced = producer.produce(nonce + 1).expect("produces");
         assert_eq!(produced.block.transactions().len(), 1);
@@ -124,7 +126,9 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
     let start = U256::from(1_000u64) * U256::from(10u64).pow(U256::from(18));
     assert_eq!(U256::from_be_bytes(value.0), start + U256::from(blocks));
     // The same slot at earlier blocks, down to the horizon, and an error past it.
-    for number in [blocks - 1, blocks - HISTORY_DEPTH as u64] {
+    let flushed = layers.flushed();
+    assert!(flushed > 0 && flushed <= blocks - KEPT_LAYERS as u64);
+    for number in [blocks - 1, blocks - KEPT_LAYERS as u64, flushed] {
         let value: B256 = client
             .request(
                 "eth_getStorageAt",
@@ -134,7 +138,7 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
             .expect("kept");
         assert_eq!(U256::from_be_bytes(value.0), start + U256::from(number));
     }
-    let too_old = format!("{:#x}", blocks - HISTORY_DEPTH as u64 - 1);
+    let too_old = format!("{:#x}", flushed - 1);
     let error = client
         .request::<B256, _>("eth_getStorageAt", rpc_params![TOKEN, slot, too_old])
         .await

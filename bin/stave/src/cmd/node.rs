@@ -171,7 +171,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         Some(cache.clone()),
     )
     .context("opening the chain (is the data dir from another genesis?)")?;
-    let view = Arc::new(ChainView::new(store, spec.clone()));
+    let view = Arc::new(ChainView::new(&chain, spec.clone()));
     let mut pool_config = PoolConfig::new(spec.chain_id(), spec.gas_limit());
     if let Some(max) = config.pool_max_txs {
         pool_config.max_txs = max;

@@ -4,7 +4,10 @@
 use serde::Serialize;
 use stave_node::Chain;
 use stave_sdk::{TxBuilder, signed_workload};
-use stave_storage::{KvStore, LmdbStore, commit::encode_block_batch};
+use stave_storage::{
+    KvStore, LmdbStore,
+    commit::{BlockToCommit, encode_block_batch},
+};
 use stave_verify::verify_serial;
 
 use super::{CHAIN_ID, StageArgs, Workload, median_time, micros, ratio, threads};
@@ -33,7 +36,12 @@ pub fn run(args: StageArgs) -> anyhow::Result<()> {
     let chain_store = LmdbStore::open(chain_dir.path(), 1 << 30)?;
     let prepared =
         Chain::open(&chain_store, &spec, threads())?.prepare(&recovered, 1_700_000_000)?;
-    let input = prepared.input();
+    // Everything a block ever writes: its data at commit and its state when its layer is
+    // flushed (batched with others in the node; here alone, as the serial path wrote it).
+    let input = BlockToCommit {
+        diff: Some(&prepared.diff),
+        ..prepared.input()
+    };
     anyhow::ensure!(encode_block_batch(&input, true) == encode_block_batch(&input, false));
 
     let serial = median_time(args.block.runs, || encode_block_batch(&input, false));
