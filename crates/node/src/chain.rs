@@ -21,7 +21,7 @@ use stave_primitives::{
     Block, ChainSpec, Header, Receipt, RecoveredTx, SealedBlock, StateDiff, merkle_root,
     receipts_root, state_root,
 };
-use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, StateLayers};
+use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, Prefetcher, StateLayers};
 use stave_storage::{
     KvStore, Table,
     commit::{BlockToCommit, Committed, commit_block, flushed_height, head, header},
@@ -111,8 +111,15 @@ impl PreparedBlock {
     }
 }
 
+/// A decoded block and, unless it was already stored, its recovered transactions.
+struct Received {
+    block: SealedBlock,
+    recovered: Option<Vec<RecoveredTx>>,
+    times: StageTimes,
+}
+
 /// Name of the histogram (seconds per block) each stage records into, labelled
-/// `stage` = decode | verify | execute | commit.
+/// `stage` = decode | verify | execute | commit (and prefetch, when it runs).
 pub const STAGE_SECONDS: &str = "stave_stage_seconds";
 
 /// Runs `work` as stage `stage` of block `number`: inside a tracing span, with its wall
@@ -133,7 +140,7 @@ pub struct Chain<'s> {
     store: &'s dyn KvStore,
     chain_id: u64,
     parallelism: Parallelism,
-    verifier: Verifier,
+    verifier: parking_lot::Mutex<Verifier>,
     cache: Option<Arc<SenderCache>>,
     executor: ParallelExecutor,
     layers: Arc<StateLayers<'s>>,
@@ -188,7 +195,11 @@ impl<'s> Chain<'s> {
             store,
             chain_id: spec.chain_id(),
             parallelism,
-            verifier: Verifier::new(spec.chain_id(), threads, cache.clone()),
+            verifier: parking_lot::Mutex::new(Verifier::new(
+                spec.chain_id(),
+                threads,
+                cache.clone(),
+            )),
             cache,
             executor: ParallelExecutor::new(threads),
             layers: Arc::new(StateLayers::new(
@@ -216,6 +227,7 @@ impl<'s> Chain<'s> {
             let block = decode_block(&bytes)?;
             let recovered = self
                 .verifier
+                .get_mut()
                 .verify(block.transactions().to_vec())
                 .map_err(|source| ImportError::Verify {
                     number,
@@ -376,9 +388,72 @@ impl<'s> Chain<'s> {
     /// Runs an encoded block through decode, verify, execute and commit. A block already
     /// stored is accepted again without effect.
     pub fn import(&mut self, bytes: &[u8]) -> Result<Imported, ImportError> {
+        let received = self.receive(bytes)?;
+        self.apply(received)
+    }
+
+    /// Imports consecutive encoded blocks, overlapping stages across blocks when parallel:
+    /// block N+1 is decoded, verified and (with a `prefetcher`) prefetched while block N
+    /// executes and commits. Calls `on_block` after each block; stops at the first error
+    /// (every block before it is committed).
+    pub fn import_stream<'b>(
+        &mut self,
+        blocks: impl IntoIterator<Item = &'b [u8]>,
+        prefetcher: Option<&Prefetcher>,
+        mut on_block: impl FnMut(&Imported),
+    ) -> Result<(), ImportError> {
+        let mut blocks = blocks.into_iter();
+        let Some(first) = blocks.next() else {
+            return Ok(());
+        };
+        if !self.parallel() {
+            for bytes in std::iter::once(first).chain(blocks) {
+                on_block(&self.import(bytes)?);
+            }
+            return Ok(());
+        }
+        let this = &*self;
+        let mut pending = this.receive(first)?;
+        loop {
+            let next = blocks.next();
+            let (applied, received) = std::thread::scope(|scope| {
+                let ahead = next.map(|bytes| {
+                    scope.spawn(move || {
+                        let received = this.receive(bytes)?;
+                        if let (Some(prefetcher), Some(recovered)) =
+                            (prefetcher, &received.recovered)
+                        {
+                            let (_, elapsed) = stage("prefetch", received.block.number(), || {
+                                prefetcher.prefetch(
+                                    &this.layers.latest(),
+                                    this.chain_id,
+                                    received.block.header(),
+                                    recovered,
+                                );
+                            });
+                            tracing::debug!(prefetch_us = elapsed.as_micros() as u64, "prefetched");
+                        }
+                        Ok::<_, ImportError>(received)
+                    })
+                });
+                let applied = this.apply(pending);
+                (applied, ahead.map(|handle| handle.join()))
+            });
+            on_block(&applied?);
+            match received {
+                None => return Ok(()),
+                Some(Ok(received)) => pending = received?,
+                Some(Err(panic)) => std::panic::resume_unwind(panic),
+            }
+        }
+    }
+
+    /// The decode and verify stages: they need no state, so they can run ahead of the
+    /// blocks before. A block already stored skips verification.
+    fn receive(&self, bytes: &[u8]) -> Result<Received, ImportError> {
         let mut times = StageTimes::default();
-        let (head_number, head_hash) = self.head()?;
-        // Spans and metrics carry the height the block should have; it is checked below.
+        let (head_number, _) = self.head()?;
+        // Spans and metrics carry the height the block should have; apply checks it.
         let expected = head_number + 1;
         let (block, elapsed) = stage("decode", expected, || {
             if self.parallel() {
@@ -390,31 +465,18 @@ impl<'s> Chain<'s> {
         times.decode = elapsed;
         let block = block?;
         let number = block.number();
-        if number <= head_number {
-            let stored = header(self.store, number)?.map(|h| h.hash_slow());
-            if stored == Some(block.hash()) {
-                return Ok(Imported {
-                    number,
-                    hash: block.hash(),
-                    new: false,
-                    times,
-                });
-            }
-        }
-        if number != expected || block.header().parent_hash != head_hash {
-            return Err(ImportError::NotChild {
-                number,
-                head_number,
-                head: head_hash,
+        let stored = header(self.store, number)?.map(|h| h.hash_slow());
+        if stored == Some(block.hash()) {
+            return Ok(Received {
+                block,
+                recovered: None,
+                times,
             });
         }
-        // The head was read above: fetch its header rather than read the head again.
-        let parent = header(self.store, head_number)?.ok_or(ImportError::NoGenesis)?;
-
         let (recovered, elapsed) = stage("verify", number, || {
             let txs = block.transactions().to_vec();
             if self.parallel() {
-                self.verifier.verify(txs)
+                self.verifier.lock().verify(txs)
             } else {
                 verify_serial(txs, self.chain_id, self.cache.as_deref())
             }
@@ -424,7 +486,38 @@ impl<'s> Chain<'s> {
             number,
             source: Box::new(source),
         })?;
+        Ok(Received {
+            block,
+            recovered: Some(recovered),
+            times,
+        })
+    }
 
+    /// The execute and commit stages of a received block, on top of the stored head.
+    fn apply(&self, received: Received) -> Result<Imported, ImportError> {
+        let Received {
+            block,
+            recovered,
+            mut times,
+        } = received;
+        let number = block.number();
+        let Some(recovered) = recovered else {
+            return Ok(Imported {
+                number,
+                hash: block.hash(),
+                new: false,
+                times,
+            });
+        };
+        let (head_number, head_hash) = self.head()?;
+        if number != head_number + 1 || block.header().parent_hash != head_hash {
+            return Err(ImportError::NotChild {
+                number,
+                head_number,
+                head: head_hash,
+            });
+        }
+        let parent = header(self.store, head_number)?.ok_or(ImportError::NoGenesis)?;
         let (outcome, elapsed) = stage("execute", number, || {
             let outcome = self.execute(block.header(), &recovered, Mode::Validate)?;
             let header = block.header();

@@ -81,11 +81,16 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     let mut chain = Chain::open(&store, &spec, threads)?;
     let bytes =
         std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
-    let (mut rest, mut new, mut skipped) = (bytes.as_slice(), 0u64, 0u64);
-    let start = std::time::Instant::now();
+    let mut items = Vec::new();
+    let mut rest = bytes.as_slice();
     while !rest.is_empty() {
         let len = item_len(rest)?;
-        let imported = chain.import(&rest[..len])?;
+        items.push(&rest[..len]);
+        rest = &rest[len..];
+    }
+    let (mut new, mut skipped) = (0u64, 0u64);
+    let start = std::time::Instant::now();
+    chain.import_stream(items, None, |imported| {
         if imported.new {
             new += 1;
         } else {
@@ -97,8 +102,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
                 imported.number
             );
         }
-        rest = &rest[len..];
-    }
+    })?;
     let (number, hash) = chain.head()?;
     eprintln!(
         "imported {new} blocks ({skipped} already stored) in {:.1} s; head {number} {hash}",

@@ -9,6 +9,7 @@ mod commit;
 mod exec;
 mod pipeline;
 mod sign;
+mod state;
 mod verify;
 
 use std::time::{Duration, Instant};
@@ -35,6 +36,8 @@ pub enum BenchCommand {
     Commit(StageArgs),
     /// SDK signing: build + encode + sign vs the bare curve operation (DESIGN.md §5).
     Sign(sign::SignArgs),
+    /// The state layers: cold state on disk, blocks without and with prefetch (DESIGN.md §5).
+    State(state::StateArgs),
 }
 
 /// A workload to sign, execute and import.
@@ -116,6 +119,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Exec(args) => exec::run(args),
         BenchCommand::Commit(args) => commit::run(args),
         BenchCommand::Sign(args) => sign::run(args),
+        BenchCommand::State(args) => state::run(args),
     }
 }
 

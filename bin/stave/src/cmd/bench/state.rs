@@ -1,0 +1,217 @@
+//! `stave bench state` (DESIGN.md §5): a chain with many accounts on disk, caches cold,
+//! blocks of transfers between random existing accounts, imported without and then with
+//! prefetching, each time into a fresh copy of the same data dir whose pages were dropped
+//! from the OS page cache.
+
+use std::{fs::File, os::fd::AsRawFd, path::Path, time::Instant};
+
+use anyhow::Context;
+use clap::Args;
+use rand::{Rng, SeedableRng, seq::SliceRandom};
+use rayon::prelude::*;
+use serde::Serialize;
+use stave_node::{Chain, Parallelism};
+use stave_primitives::{Address, ChainSpec, RecoveredTx, U256, dev::dev_account};
+use stave_sdk::{LocalSigner, TxBuilder};
+use stave_state::{LayerReads, Prefetcher};
+use stave_storage::LmdbStore;
+
+use super::{CHAIN_ID, Output, ratio, threads};
+
+/// Arguments of `stave bench state`.
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    /// Accounts in the genesis, all on disk.
+    #[arg(long, default_value_t = 1_000_000)]
+    accounts: u64,
+    /// Blocks imported per run.
+    #[arg(long, default_value_t = 8)]
+    blocks: usize,
+    /// Transactions per block.
+    #[arg(long, default_value_t = 2_500)]
+    block_txs: usize,
+    /// Prefetch threads (default: 3/5 of the cores, at least one).
+    #[arg(long)]
+    prefetch_threads: Option<usize>,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// Share of the prefetch run's state reads each layer served, from the second block on.
+#[derive(Debug, Serialize)]
+struct HitRate {
+    /// The executor's own block overlay (not counted yet: reported as 0).
+    l1: f64,
+    l15: f64,
+    l2: f64,
+    l3: f64,
+    disk: f64,
+}
+
+/// The JSON line.
+#[derive(Debug, Serialize)]
+struct Report {
+    accounts: u64,
+    blocks: usize,
+    block_txs: usize,
+    prefetch_threads: usize,
+    no_prefetch_ms_per_block: f64,
+    prefetch_ms_per_block: f64,
+    speedup: f64,
+    hit_rate: HitRate,
+    wasted_prefetch: u64,
+}
+
+/// Copies an LMDB data dir and drops the copy from the OS page cache, so its first reads
+/// go to the disk.
+fn cold_copy(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    let target = to.join("data.mdb");
+    std::fs::copy(from.join("data.mdb"), &target).context("copying the data dir")?;
+    let file = File::open(&target)?;
+    file.sync_all()?;
+    // SAFETY: a plain syscall on an open descriptor; advice only, no memory is touched.
+    let status = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if status != 0 {
+        eprintln!("note: posix_fadvise failed ({status}); the OS page cache stays warm");
+    }
+    Ok(())
+}
+
+/// Blocks of transfers from distinct random senders to random existing accounts.
+fn signed_blocks(args: &StateArgs, addresses: &[Address]) -> anyhow::Result<Vec<Vec<RecoveredTx>>> {
+    let total = args.blocks * args.block_txs;
+    anyhow::ensure!(
+        total as u64 <= args.accounts,
+        "need at least {total} accounts"
+    );
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut senders: Vec<u64> = (0..args.accounts).collect();
+    senders.shuffle(&mut rng);
+    senders.truncate(total);
+    let receivers: Vec<Address> = (0..total)
+        .map(|_| addresses[rng.random_range(0..addresses.len())])
+        .collect();
+    let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
+    let txs = senders
+        .par_iter()
+        .zip(receivers.par_iter())
+        .map(|(&sender, &to)| {
+            let signer = LocalSigner::from_secret(&dev_account(sender).secret)?;
+            let tx = signer.sign_tx(builder.transfer(0, to, U256::from(1)));
+            Ok(RecoveredTx {
+                tx,
+                sender: signer.address(),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(txs.chunks(args.block_txs).map(<[_]>::to_vec).collect())
+}
+
+/// Imports `blocks` into a cold copy of `genesis_dir`; returns ms per block, the head and
+/// the reads per layer.
+fn run_once(
+    spec: &ChainSpec,
+    genesis_dir: &Path,
+    blocks: &[Vec<u8>],
+    prefetcher: Option<&Prefetcher>,
+) -> anyhow::Result<(f64, stave_primitives::B256, LayerReads)> {
+    let dir = tempfile::tempdir()?;
+    cold_copy(genesis_dir, dir.path())?;
+    let store = LmdbStore::open(dir.path(), 64 << 30)?;
+    let mut chain = Chain::open_with(&store, spec, threads(), Parallelism::Parallel, None)?;
+    let layers = chain.layers();
+    let start = Instant::now();
+    // Steady state: the first block has no block before it to hide its prefetch behind,
+    // so reads are counted from the second block on.
+    chain.import_stream(blocks.iter().map(Vec::as_slice), prefetcher, |imported| {
+        if imported.number == 1 {
+            layers.take_reads();
+        }
+    })?;
+    let ms = start.elapsed().as_secs_f64() * 1e3 / blocks.len() as f64;
+    layers.clear_origin();
+    Ok((ms, chain.head()?.1, layers.take_reads()))
+}
+
+/// Runs the state bench.
+pub fn run(args: StateArgs) -> anyhow::Result<()> {
+    eprintln!("deriving {} accounts…", args.accounts);
+    let spec = ChainSpec::dev(CHAIN_ID, args.accounts);
+    let addresses: Vec<Address> = spec.alloc().keys().copied().collect();
+    let genesis_dir = tempfile::tempdir()?;
+    {
+        eprintln!("writing them to disk…");
+        let store = LmdbStore::open(genesis_dir.path(), 64 << 30)?;
+        Chain::open(&store, &spec, threads())?;
+    }
+    eprintln!(
+        "signing {} blocks of {} transfers…",
+        args.blocks, args.block_txs
+    );
+    let txs = signed_blocks(&args, &addresses)?;
+    let blocks = {
+        let dir = tempfile::tempdir()?;
+        cold_copy(genesis_dir.path(), dir.path())?;
+        let store = LmdbStore::open(dir.path(), 64 << 30)?;
+        let mut producer = Chain::open(&store, &spec, threads())?;
+        txs.into_iter()
+            .enumerate()
+            .map(|(i, txs)| producer.build(txs, 1_700_000_000 + i as u64))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let prefetch_threads = args
+        .prefetch_threads
+        .unwrap_or_else(Prefetcher::default_threads);
+    let prefetcher = Prefetcher::new(prefetch_threads)?;
+    eprintln!("importing without prefetch, then with {prefetch_threads} prefetch threads…");
+    let (plain_ms, plain_head, _) = run_once(&spec, genesis_dir.path(), &blocks, None)?;
+    let (prefetch_ms, prefetch_head, reads) =
+        run_once(&spec, genesis_dir.path(), &blocks, Some(&prefetcher))?;
+    anyhow::ensure!(
+        plain_head == prefetch_head,
+        "prefetching changed the result: heads {plain_head} vs {prefetch_head}"
+    );
+    let total = reads.total().max(1) as f64;
+    let share = |n: u64| ratio(n as f64, total);
+    let report = Report {
+        accounts: args.accounts,
+        blocks: blocks.len(),
+        block_txs: args.block_txs,
+        prefetch_threads,
+        no_prefetch_ms_per_block: ratio(plain_ms, 1.0),
+        prefetch_ms_per_block: ratio(prefetch_ms, 1.0),
+        speedup: ratio(plain_ms, prefetch_ms),
+        hit_rate: HitRate {
+            l1: 0.0,
+            l15: share(reads.origin),
+            l2: share(reads.diff),
+            l3: share(reads.clean),
+            disk: share(reads.disk),
+        },
+        wasted_prefetch: reads.wasted_prefetch,
+    };
+    println!("accounts on disk      {}", report.accounts);
+    println!(
+        "blocks                {} × {} transfers",
+        report.blocks, report.block_txs
+    );
+    println!(
+        "no prefetch           {:.2} ms/block",
+        report.no_prefetch_ms_per_block
+    );
+    println!(
+        "prefetch ({} threads)  {:.2} ms/block",
+        prefetch_threads, report.prefetch_ms_per_block
+    );
+    println!("speedup               {:.2}x", report.speedup);
+    println!(
+        "reads served (prefetch run): L1.5 {:.3}  L2 {:.3}  L3 {:.3}  disk {:.3}; wasted prefetch loads {}",
+        report.hit_rate.l15,
+        report.hit_rate.l2,
+        report.hit_rate.l3,
+        report.hit_rate.disk,
+        report.wasted_prefetch
+    );
+    args.output.finish(&report)
+}
