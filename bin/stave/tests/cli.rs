@@ -289,6 +289,40 @@ fn benches_end_with_the_json_line_of_the_contract() {
 }
 
 #[test]
+fn bench_state_reports_per_layer_shares_that_sum_to_one() {
+    let state = bench_json(&[
+        "bench",
+        "state",
+        "--accounts",
+        "3000",
+        "--blocks",
+        "3",
+        "--block-txs",
+        "200",
+        "--json",
+    ]);
+    for key in [
+        "no_prefetch_ms_per_block",
+        "prefetch_ms_per_block",
+        "speedup",
+    ] {
+        assert!(state[key].as_f64().expect(key) > 0.0, "{key}");
+    }
+    assert_eq!(state["accounts"], 3000);
+    assert_eq!(state["blocks"], 3);
+    let shares: f64 = ["l1", "l15", "l2", "l3", "disk"]
+        .iter()
+        .map(|layer| state["hit_rate"][layer].as_f64().expect(layer))
+        .sum();
+    assert!((shares - 1.0).abs() < 0.01, "{shares}");
+    // With prefetch, blocks after the first read (almost) nothing from disk.
+    assert!(
+        state["hit_rate"]["disk"].as_f64().expect("disk") < 0.05,
+        "{state}"
+    );
+}
+
+#[test]
 fn bench_sign_reports_the_contract_keys_and_dumps_valid_txs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dump = dir.path().join("signed.txt");

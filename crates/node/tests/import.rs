@@ -180,3 +180,34 @@ fn every_stage_records_its_time_per_block() {
     stages.sort();
     assert_eq!(stages, ["commit", "decode", "execute", "verify"]);
 }
+
+#[test]
+fn the_stream_pipeline_with_prefetch_ends_at_the_same_head_and_state() {
+    let (spec, _a, _store_a, blocks) = produced();
+    let mut heads = Vec::new();
+    let mut states = Vec::new();
+    for prefetch in [false, true] {
+        let (_dir, store) = store();
+        let mut chain = Chain::open(&store, &spec, 2).expect("opens");
+        let prefetcher = stave_state::Prefetcher::new(1).expect("threads");
+        let mut numbers = Vec::new();
+        chain
+            .import_stream(
+                blocks.iter().map(Vec::as_slice),
+                prefetch.then_some(&prefetcher),
+                |imported| numbers.push(imported.number),
+            )
+            .expect("imports");
+        assert_eq!(numbers, [1, 2, 3]);
+        heads.push(chain.head().expect("head"));
+        let layers = chain.layers();
+        let state = layers.latest();
+        states.push(
+            (0..40)
+                .map(|i| state.account(dev_account(i).address).expect("reads"))
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(heads[0], heads[1]);
+    assert_eq!(states[0], states[1]);
+}
