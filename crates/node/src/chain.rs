@@ -359,7 +359,6 @@ impl<'s> Chain<'s> {
         if committed == Committed::New {
             self.layers
                 .push(input.block.number(), input.block.hash(), diff)?;
-            self.layers.clear_origin();
             self.layers.flush(self.parallel())?;
         }
         Ok(committed)

@@ -31,6 +31,8 @@ pub const FLUSH_BATCH: usize = 16;
 pub const DEFAULT_CLEAN_CACHE_ENTRIES: usize = 4_000_000;
 /// Shards of the origin pool.
 const ORIGIN_SHARDS: usize = 32;
+/// Values the origin pool holds before it is emptied (at a block boundary).
+const ORIGIN_CAPACITY: usize = 1 << 20;
 
 /// How many state reads each layer served (and what prefetching loaded for nothing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -171,8 +173,13 @@ impl<'s> StateLayers<'s> {
             (None, None) => KeyBloom::new(),
         };
         keys(&diff).for_each(|key| bloom.insert(&key));
-        // Values read this block are stale for the keys the block wrote.
+        // Values read this block are stale for the keys the block wrote; a pool grown
+        // past its bound starts over.
         self.forget_origin(&diff);
+        let held: usize = self.origin.iter().map(|shard| shard.read().len()).sum();
+        if held > ORIGIN_CAPACITY {
+            self.clear_origin();
+        }
         self.layers.write().push(Arc::new(DiffLayer {
             number,
             hash,
@@ -200,7 +207,10 @@ impl<'s> StateLayers<'s> {
         }
     }
 
-    /// Empties the origin pool (between blocks), counting prefetched values never used.
+    /// Empties the origin pool, counting prefetched values never used. Its entries stay
+    /// valid across blocks (they are disk values, dropped when a block or a flush writes
+    /// their key), so it is emptied only when it outgrows its bound, or by a caller that
+    /// wants the waste counted.
     pub fn clear_origin(&self) {
         let mut wasted = 0;
         for shard in &self.origin {

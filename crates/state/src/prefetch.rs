@@ -1,13 +1,16 @@
-//! Prefetching: run the next block's transactions ahead of time, throw the results away,
-//! and keep what they read in the origin pool (L1.5) and the clean cache (L3).
+//! Prefetching: load what the next block's transactions will read before they run, into
+//! the origin pool (L1.5) and the clean cache (L3).
 //!
-//! Each transaction runs alone as a call (no nonce check, no fee) on a snapshot, so a
-//! prefetch never depends on the order or success of the others. It reads through the same
-//! layers as execution and only ever caches values read from below the diff layers, which
-//! are the same for any snapshot: prefetching cannot change a result, only its speed.
+//! Every transaction's sender and recipient accounts are loaded directly; a transaction
+//! that calls code or creates a contract also runs alone as a call (no nonce check, no
+//! fee) on a snapshot, so the slots and code it touches are loaded too. A plain transfer
+//! reads nothing else, and running the EVM for it would cost as much CPU as executing it.
+//! Prefetching reads through the same layers as execution and only ever caches values from
+//! below the diff layers, which are the same for any snapshot: it cannot change a result,
+//! only its speed.
 
 use rayon::prelude::*;
-use stave_exec::CallRequest;
+use stave_exec::{CallRequest, StateReader as _};
 use stave_primitives::{Header, RecoveredTx};
 
 use crate::layers::Snapshot;
@@ -42,9 +45,9 @@ impl Prefetcher {
         Ok(Self { pool })
     }
 
-    /// Runs `txs` against `snapshot` in `header`'s environment and discards the results;
-    /// returns when all have run. Failures (a reverted or invalid tx) are expected and
-    /// ignored: the reads they made are what counts.
+    /// Loads what `txs` will read from `snapshot`: senders and recipients, and for
+    /// transactions that run code, whatever a speculative run in `header`'s environment
+    /// touches; returns when done.
     pub fn prefetch(
         &self,
         snapshot: &Snapshot<'_, '_>,
@@ -55,8 +58,18 @@ impl Prefetcher {
         let snapshot = snapshot.for_prefetch();
         self.pool.install(|| {
             txs.par_iter().for_each(|tx| {
-                let _ignored =
-                    stave_exec::call(&snapshot, chain_id, header, &CallRequest::from_tx(tx));
+                let call = CallRequest::from_tx(tx);
+                let _sender = snapshot.account(call.from);
+                let runs_code = match call.to {
+                    Some(to) => snapshot.account(to).ok().flatten().is_some_and(|account| {
+                        account.code_hash != alloy_primitives::KECCAK256_EMPTY
+                    }),
+                    None => true,
+                };
+                if runs_code {
+                    // Failures (reverts, invalid calls) are expected: the reads count.
+                    let _ignored = stave_exec::call(&snapshot, chain_id, header, &call);
+                }
             });
         });
     }

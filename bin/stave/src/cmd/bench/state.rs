@@ -1,9 +1,10 @@
 //! `stave bench state` (DESIGN.md §5): a chain with many accounts on disk, caches cold,
 //! blocks of transfers between random existing accounts, imported without and then with
 //! prefetching, each time into a fresh copy of the same data dir whose pages were dropped
-//! from the OS page cache.
+//! from the OS page cache. Senders come from a warm sender cache (as when the txpool
+//! admitted the transactions), so the runs measure state access, not signatures.
 
-use std::{fs::File, os::fd::AsRawFd, path::Path, time::Instant};
+use std::{fs::File, os::fd::AsRawFd, path::Path, sync::Arc, time::Instant};
 
 use anyhow::Context;
 use clap::Args;
@@ -15,6 +16,7 @@ use stave_primitives::{Address, ChainSpec, RecoveredTx, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder};
 use stave_state::{LayerReads, Prefetcher};
 use stave_storage::LmdbStore;
+use stave_verify::SenderCache;
 
 use super::{CHAIN_ID, Output, ratio, threads};
 
@@ -114,12 +116,19 @@ fn run_once(
     spec: &ChainSpec,
     genesis_dir: &Path,
     blocks: &[Vec<u8>],
+    senders: &Arc<SenderCache>,
     prefetcher: Option<&Prefetcher>,
 ) -> anyhow::Result<(f64, stave_primitives::B256, LayerReads)> {
     let dir = tempfile::tempdir()?;
     cold_copy(genesis_dir, dir.path())?;
     let store = LmdbStore::open(dir.path(), 64 << 30)?;
-    let mut chain = Chain::open_with(&store, spec, threads(), Parallelism::Parallel, None)?;
+    let mut chain = Chain::open_with(
+        &store,
+        spec,
+        threads(),
+        Parallelism::Parallel,
+        Some(senders.clone()),
+    )?;
     let layers = chain.layers();
     let start = Instant::now();
     // Steady state: the first block has no block before it to hide its prefetch behind,
@@ -150,6 +159,10 @@ pub fn run(args: StateArgs) -> anyhow::Result<()> {
         args.blocks, args.block_txs
     );
     let txs = signed_blocks(&args, &addresses)?;
+    let senders = Arc::new(SenderCache::new(args.blocks * args.block_txs));
+    for tx in txs.iter().flatten() {
+        senders.insert(tx.tx.hash(), tx.sender);
+    }
     let blocks = {
         let dir = tempfile::tempdir()?;
         cold_copy(genesis_dir.path(), dir.path())?;
@@ -165,9 +178,14 @@ pub fn run(args: StateArgs) -> anyhow::Result<()> {
         .unwrap_or_else(Prefetcher::default_threads);
     let prefetcher = Prefetcher::new(prefetch_threads)?;
     eprintln!("importing without prefetch, then with {prefetch_threads} prefetch threads…");
-    let (plain_ms, plain_head, _) = run_once(&spec, genesis_dir.path(), &blocks, None)?;
-    let (prefetch_ms, prefetch_head, reads) =
-        run_once(&spec, genesis_dir.path(), &blocks, Some(&prefetcher))?;
+    let (plain_ms, plain_head, _) = run_once(&spec, genesis_dir.path(), &blocks, &senders, None)?;
+    let (prefetch_ms, prefetch_head, reads) = run_once(
+        &spec,
+        genesis_dir.path(),
+        &blocks,
+        &senders,
+        Some(&prefetcher),
+    )?;
     anyhow::ensure!(
         plain_head == prefetch_head,
         "prefetching changed the result: heads {plain_head} vs {prefetch_head}"
