@@ -116,6 +116,7 @@ impl<'s> StateLayers<'s> {
     /// The state stored in `store`, flushed up to block `flushed`, with no layers yet and
     /// a clean cache of `clean_entries` entries.
     pub fn new(store: &'s dyn KvStore, flushed: u64, clean_entries: usize) -> Self {
+        metrics::gauge!("stave_state_flushed_height").set(flushed as f64);
         Self {
             store,
             layers: RwLock::new(Vec::with_capacity(KEPT_LAYERS + FLUSH_BATCH + 1)),
