@@ -59,9 +59,13 @@ impl<'s> ChainView<'s> {
         &self.spec
     }
 
-    /// The head's number and hash.
+    /// The head's number and hash: the newest block whose state is readable. (A block is
+    /// stored a moment before its state layer is added; until then it is not the head.)
     pub fn head(&self) -> Result<(u64, B256), StorageError> {
-        Ok(commit::head(self.store)?.unwrap_or_default())
+        let number = self.layers.head();
+        let hash =
+            commit::header(self.store, number)?.map_or(B256::ZERO, |header| header.hash_slow());
+        Ok((number, hash))
     }
 
     /// Runs `query` on the state after block `number` (the head when `None`) and that

@@ -155,6 +155,18 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         Duration::from_millis(args.block_time_ms.or(config.block_time_ms).unwrap_or(1_000));
     let block_txs = args.block_txs.or(config.block_txs).unwrap_or(2_500);
 
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    // The exporter goes first, so metrics recorded while the chain opens are kept.
+    {
+        let _runtime = runtime.enter();
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(metrics_addr)
+            .install()
+            .with_context(|| format!("serving metrics on {metrics_addr}"))?;
+    }
     std::fs::create_dir_all(&datadir).with_context(|| format!("creating {}", datadir.display()))?;
     // The store lives as long as the process; the RPC server's tasks need it 'static.
     let store: &'static LmdbStore = Box::leak(Box::new(
@@ -182,15 +194,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     let pool = Arc::new(TxPool::new(pool_config, cache));
     let producer = BlockProducer::new(chain, view.clone(), pool.clone(), block_txs);
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
     runtime.block_on(async move {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .with_http_listener(metrics_addr)
-            .install()
-            .with_context(|| format!("serving metrics on {metrics_addr}"))?;
         let (heads, _) = broadcast::channel(1_024);
         let ctx = NodeContext {
             view: view.clone(),
