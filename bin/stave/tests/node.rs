@@ -1,11 +1,12 @@
 //! `stave node --dev` as a real process: hostile JSON-RPC input gets error responses and
 //! never a crash, SIGKILL loses no block that RPC reported, SIGTERM stops it cleanly.
 
+mod support;
+
 use std::{
     io::{Read, Write},
-    net::{TcpListener, TcpStream},
-    path::Path,
-    process::{Child, Command, Stdio},
+    net::TcpStream,
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -13,97 +14,10 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use stave_primitives::{Address, B256, U256};
 use stave_sdk::{LocalSigner, TxBuilder};
+use support::{Node, free_port};
 
 /// The first Hardhat/Anvil dev account's key (public knowledge).
 const ALICE_KEY: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
-    listener.local_addr().expect("has an address").port()
-}
-
-struct Node {
-    child: Child,
-    port: u16,
-    metrics_port: u16,
-}
-
-impl Node {
-    fn start(datadir: &Path) -> Self {
-        let (port, metrics_port) = (free_port(), free_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_stave"))
-            .args(["node", "--dev", "--block-time-ms", "100", "--datadir"])
-            .arg(datadir)
-            .args(["--rpc-addr", &format!("127.0.0.1:{port}")])
-            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starts");
-        let node = Self {
-            child,
-            port,
-            metrics_port,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while node
-            .try_post(r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}"#)
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "the node did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        node
-    }
-
-    /// POSTs `body`; returns the HTTP status line and the body.
-    fn try_post(&self, body: &str) -> std::io::Result<(String, String)> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
-        stream.set_read_timeout(Some(Duration::from_secs(20)))?;
-        write!(
-            stream,
-            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        )?;
-        // A server may refuse an oversized body before reading all of it.
-        let _ = stream.write_all(body.as_bytes());
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response)?;
-        let response = String::from_utf8_lossy(&response).into_owned();
-        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-        let status = head.lines().next().unwrap_or_default().to_owned();
-        Ok((status, body.to_owned()))
-    }
-
-    fn post(&self, body: &str) -> (String, String) {
-        self.try_post(body).expect("the node answers")
-    }
-
-    fn call(&self, method: &str, params: Value) -> Value {
-        let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let (_, body) = self.post(&request.to_string());
-        serde_json::from_str(&body).expect("a JSON response")
-    }
-
-    fn result(&self, method: &str, params: Value) -> Value {
-        let response = self.call(method, params);
-        assert!(response.get("error").is_none(), "{method}: {response}");
-        response["result"].clone()
-    }
-
-    fn head(&self) -> u64 {
-        let number = self.result("eth_blockNumber", json!([]));
-        u64::from_str_radix(number.as_str().expect("hex").trim_start_matches("0x"), 16)
-            .expect("number")
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn error_code(response: &Value) -> i64 {
     response["error"]["code"]

@@ -6,6 +6,7 @@ mod chain;
 mod genesis;
 mod input;
 mod keys;
+mod load;
 mod node;
 mod tx;
 
@@ -32,6 +33,8 @@ pub enum Command {
     Export(chain::ExportArgs),
     /// Run a node: `--dev` for a single-validator dev chain, `--config FILE` otherwise.
     Node(node::NodeArgs),
+    /// Send a signed-transaction load to a node's JSON-RPC and report TPS and latency.
+    Load(load::LoadArgs),
     /// Run a measured workload and report throughput stage by stage.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -47,6 +50,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Import(args) => chain::import(args),
         Command::Export(args) => chain::export(args),
         Command::Node(args) => node::run(args),
+        Command::Load(args) => load::run(args),
         Command::Bench(cmd) => bench::run(cmd),
     }
 }

@@ -1,0 +1,113 @@
+//! Helpers shared by the integration tests that run a real `stave node`.
+
+// Each test binary compiles this module and uses only part of it.
+#![allow(dead_code)]
+
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+/// A port free on localhost right now.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
+    listener.local_addr().expect("has an address").port()
+}
+
+/// A `stave node` process, killed on drop.
+pub struct Node {
+    /// The process.
+    pub child: Child,
+    /// Its JSON-RPC port.
+    pub port: u16,
+    /// Its metrics port.
+    pub metrics_port: u16,
+}
+
+impl Node {
+    /// Starts `stave node --dev` (blocks every 100 ms) on free ports and waits until it
+    /// answers JSON-RPC.
+    pub fn start(datadir: &Path) -> Self {
+        let (port, metrics_port) = (free_port(), free_port());
+        let child = Command::new(env!("CARGO_BIN_EXE_stave"))
+            .args(["node", "--dev", "--block-time-ms", "100", "--datadir"])
+            .arg(datadir)
+            .args(["--rpc-addr", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starts");
+        let node = Self {
+            child,
+            port,
+            metrics_port,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while node
+            .try_post(r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}"#)
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "the node did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        node
+    }
+
+    /// POSTs `body`; returns the HTTP status line and the body.
+    pub fn try_post(&self, body: &str) -> std::io::Result<(String, String)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+        write!(
+            stream,
+            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )?;
+        // A server may refuse an oversized body before reading all of it.
+        let _ = stream.write_all(body.as_bytes());
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response)?;
+        let response = String::from_utf8_lossy(&response).into_owned();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        let status = head.lines().next().unwrap_or_default().to_owned();
+        Ok((status, body.to_owned()))
+    }
+
+    /// POSTs `body`; the node must answer.
+    pub fn post(&self, body: &str) -> (String, String) {
+        self.try_post(body).expect("the node answers")
+    }
+
+    /// One JSON-RPC call; the whole response.
+    pub fn call(&self, method: &str, params: Value) -> Value {
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let (_, body) = self.post(&request.to_string());
+        serde_json::from_str(&body).expect("a JSON response")
+    }
+
+    /// One JSON-RPC call that must succeed; its result.
+    pub fn result(&self, method: &str, params: Value) -> Value {
+        let response = self.call(method, params);
+        assert!(response.get("error").is_none(), "{method}: {response}");
+        response["result"].clone()
+    }
+
+    /// The head block number.
+    pub fn head(&self) -> u64 {
+        let number = self.result("eth_blockNumber", json!([]));
+        u64::from_str_radix(number.as_str().expect("hex").trim_start_matches("0x"), 16)
+            .expect("number")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
