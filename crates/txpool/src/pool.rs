@@ -207,7 +207,9 @@ impl TxPool {
             .into_iter()
             .map(|tx| tx.and_then(|tx| self.admit(&mut inner, tx, state, base_fee)))
             .collect();
-        Self::publish_size(&inner);
+        // The size gauges are published once per block (`on_block`): counting pending
+        // transactions walks every sender, too slow to do per admission.
+        metrics::gauge!("stave_txpool_transactions_total").set(inner.by_hash.len() as f64);
         drop(inner);
         for result in &results {
             match result {
@@ -510,7 +512,17 @@ impl TxPool {
         }
     }
 
-    /// How many transactions are pending and queued.
+    /// How many transactions the pool holds, pending and queued (constant time).
+    pub fn len(&self) -> usize {
+        self.inner.lock().by_hash.len()
+    }
+
+    /// True when the pool holds no transaction.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many transactions are pending and queued (walks every sender).
     pub fn status(&self) -> PoolStatus {
         Self::status_of(&self.inner.lock())
     }

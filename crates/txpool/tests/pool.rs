@@ -73,6 +73,8 @@ fn admission_fills_the_sender_cache_and_counts_pending_and_queued() {
             queued: 0
         }
     );
+    assert_eq!(pool.len(), 4);
+    assert!(!pool.is_empty());
 }
 
 #[test]

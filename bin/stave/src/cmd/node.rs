@@ -267,7 +267,7 @@ fn produce_blocks(
 ) -> anyhow::Result<()> {
     let mut last = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        if pool.status().pending < block_txs && last.elapsed() < block_time {
+        if pool.len() < block_txs && last.elapsed() < block_time {
             std::thread::sleep(Duration::from_millis(2));
             continue;
         }
