@@ -280,7 +280,7 @@ fn benches_end_with_the_json_line_of_the_contract() {
         "--json",
     ]);
     let workloads = exec["workloads"].as_array().expect("workloads");
-    assert_eq!(workloads.len(), 3);
+    assert_eq!(workloads.len(), 4);
     assert!(
         workloads
             .iter()

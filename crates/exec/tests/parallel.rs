@@ -182,3 +182,52 @@ fn parallel_equals_serial_on_independent_transfers_and_validate_mode_agrees() {
     assert_eq!(parallel, serial);
     assert_eq!(serial.included.len(), 300);
 }
+
+#[test]
+fn the_mixed_workload_deploys_reverts_and_is_identical_in_parallel() {
+    use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
+    let token = Address::repeat_byte(0xe2);
+    let kind = WorkloadKind::Mixed {
+        token,
+        hot: Address::repeat_byte(0x40),
+    };
+    let count = 200;
+    let state =
+        stave_exec::MemoryState::from_genesis(&workload_genesis(CHAIN_ID, count, Some(token)));
+    let signed = signed_workload(
+        kind,
+        &TxBuilder::new(CHAIN_ID, 2 * u128::from(BASE_FEE)),
+        count as usize,
+    )
+    .expect("signs");
+    let txs: Vec<RecoveredTx> = signed
+        .into_iter()
+        .enumerate()
+        .map(|(i, tx)| RecoveredTx {
+            tx,
+            sender: stave_primitives::dev::dev_account(i as u64).address,
+        })
+        .collect();
+    let header = header(200_000_000);
+    let serial = execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Validate).expect("serial");
+    assert_eq!(serial.included.len(), txs.len());
+    // Every fifth tx is a deploy, and the one after it reverts.
+    assert_eq!(
+        serial.diff.codes.len(),
+        1,
+        "one code, deployed {} times",
+        count / 5
+    );
+    let failed = serial
+        .receipts
+        .iter()
+        .filter(|r| !r.receipt.status.coerce_status())
+        .count();
+    assert_eq!(failed, count as usize / 5);
+    for executor in executors() {
+        let parallel = executor
+            .execute(&state, CHAIN_ID, &header, &txs, Mode::Validate)
+            .expect("parallel");
+        assert_same(&parallel, &serial, executor.threads());
+    }
+}

@@ -9,7 +9,7 @@ use stave_primitives::{ChainSpec, SignedTx, dev::dev_account};
 
 use crate::{
     builder::TxBuilder,
-    contracts::{stave_token_balance_slot, stave_token_runtime},
+    contracts::{stave_token_balance_slot, stave_token_initcode, stave_token_runtime},
     error::SdkError,
     signer::{LocalSigner, RawTx},
 };
@@ -43,6 +43,40 @@ pub enum WorkloadKind {
         /// The account every tx pays.
         hot: Address,
     },
+    /// All of the above plus contract deploys and reverting calls, in turn: tx `i` is a
+    /// transfer, an ERC-20 transfer, a payment to `hot`, a deploy of the repo's ERC-20, or
+    /// an ERC-20 transfer of more than the sender holds (it reverts), by `i % 5`.
+    Mixed {
+        /// The token contract.
+        token: Address,
+        /// The account the conflicting payments go to.
+        hot: Address,
+    },
+}
+
+/// Gas limit of the mixed workload's deploys (the repo's ERC-20 needs ~394,000).
+pub const DEPLOY_GAS: u64 = 500_000;
+
+impl WorkloadKind {
+    /// Transaction `index` of this workload, with `nonce`; recipients are addresses
+    /// derived from `index` that no sender uses.
+    pub fn tx(&self, builder: &TxBuilder, index: u64, nonce: u64) -> TypedTransaction {
+        let one = U256::from(1);
+        match *self {
+            WorkloadKind::Transfer => builder.transfer(nonce, recipient(index), one),
+            WorkloadKind::Erc20 { token } => {
+                builder.erc20_transfer(nonce, token, recipient(index), one)
+            }
+            WorkloadKind::Conflict { hot } => builder.transfer(nonce, hot, one),
+            WorkloadKind::Mixed { token, hot } => match index % 5 {
+                0 => builder.transfer(nonce, recipient(index), one),
+                1 => builder.erc20_transfer(nonce, token, recipient(index), one),
+                2 => builder.transfer(nonce, hot, one),
+                3 => builder.deploy(nonce, DEPLOY_GAS, stave_token_initcode(U256::from(1_000))),
+                _ => builder.erc20_transfer(nonce, token, recipient(index), U256::MAX),
+            },
+        }
+    }
 }
 
 /// `count` signed transactions: tx i is sent by dev account i with nonce 0, to an address
@@ -57,15 +91,7 @@ pub fn signed_workload(
         .map(|i| {
             let account = dev_account(i);
             let signer = LocalSigner::from_secret(&account.secret)?;
-            let recipient = recipient(i);
-            let tx = match kind {
-                WorkloadKind::Transfer => builder.transfer(0, recipient, U256::from(1)),
-                WorkloadKind::Erc20 { token } => {
-                    builder.erc20_transfer(0, token, recipient, U256::from(1))
-                }
-                WorkloadKind::Conflict { hot } => builder.transfer(0, hot, U256::from(1)),
-            };
-            Ok(signer.sign_tx(tx))
+            Ok(signer.sign_tx(kind.tx(builder, i, 0)))
         })
         .collect()
 }

@@ -298,15 +298,7 @@ struct Maker {
 impl Maker {
     /// Transaction `index` of the load, with `nonce` (its sender is implied by the caller).
     fn build(&self, index: usize, nonce: u64) -> TypedTransaction {
-        let one = U256::from(1);
-        match self.kind {
-            WorkloadKind::Transfer => self.builder.transfer(nonce, recipient(index), one),
-            WorkloadKind::Erc20 { token } => {
-                self.builder
-                    .erc20_transfer(nonce, token, recipient(index), one)
-            }
-            WorkloadKind::Conflict { hot } => self.builder.transfer(nonce, hot, one),
-        }
+        self.kind.tx(&self.builder, index as u64, nonce)
     }
 }
 
@@ -326,14 +318,6 @@ impl Run {
     fn address(&self, sender: usize) -> Address {
         self.senders[sender].address()
     }
-}
-
-/// A fresh recipient for transaction `index`: no sender and no other tx uses it.
-fn recipient(index: usize) -> Address {
-    let mut bytes = [0u8; 20];
-    bytes[0] = 0x10;
-    bytes[12..].copy_from_slice(&(index as u64).to_be_bytes());
-    Address::from(bytes)
 }
 
 /// The one address every transaction of the conflict workload pays.

@@ -13,7 +13,7 @@ use super::{BlockArgs, CHAIN_ID, Output, Workload, median_time, micros, ratio, t
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     /// Workloads to run (all by default).
-    #[arg(long, value_enum, num_args = 1.., default_values_t = [Workload::Transfer, Workload::Erc20, Workload::Conflict])]
+    #[arg(long, value_enum, num_args = 1.., default_values_t = [Workload::Transfer, Workload::Erc20, Workload::Conflict, Workload::Mixed])]
     workload: Vec<Workload>,
     #[command(flatten)]
     block: BlockArgs,
@@ -66,12 +66,14 @@ pub fn run(args: ExecArgs) -> anyhow::Result<()> {
             parallel == serial,
             "{workload:?}: parallel result differs from serial"
         );
+        let failed = serial
+            .receipts
+            .iter()
+            .filter(|r| !r.receipt.status.coerce_status())
+            .count();
         anyhow::ensure!(
-            serial
-                .receipts
-                .iter()
-                .all(|r| r.receipt.status.coerce_status()),
-            "{workload:?}: a tx failed"
+            failed == workload.reverts(args.block.block_txs),
+            "{workload:?}: {failed} txs failed"
         );
         let serial_time = median_time(args.block.runs, || {
             execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Validate)

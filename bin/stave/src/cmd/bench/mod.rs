@@ -50,6 +50,8 @@ pub enum Workload {
     Erc20,
     /// ETH transfers that all pay one account.
     Conflict,
+    /// All three, plus contract deploys and reverting calls.
+    Mixed,
 }
 
 /// Chain id of every bench chain.
@@ -60,12 +62,27 @@ const TOKEN: Address = Address::repeat_byte(0xe2);
 const HOT: Address = Address::repeat_byte(0x40);
 
 impl Workload {
+    /// How many of its first `txs` transactions revert by design (mixed: every fifth).
+    fn reverts(self, txs: usize) -> usize {
+        match self {
+            Workload::Mixed => (0..txs).filter(|i| i % 5 == 4).count(),
+            _ => 0,
+        }
+    }
+
     /// The SDK workload and a genesis funding its `txs` senders (and the token).
     fn setup(self, txs: usize) -> (WorkloadKind, ChainSpec) {
         let (kind, token) = match self {
             Workload::Transfer => (WorkloadKind::Transfer, None),
             Workload::Erc20 => (WorkloadKind::Erc20 { token: TOKEN }, Some(TOKEN)),
             Workload::Conflict => (WorkloadKind::Conflict { hot: HOT }, None),
+            Workload::Mixed => (
+                WorkloadKind::Mixed {
+                    token: TOKEN,
+                    hot: HOT,
+                },
+                Some(TOKEN),
+            ),
         };
         (kind, workload_genesis(CHAIN_ID, txs as u64, token))
     }
