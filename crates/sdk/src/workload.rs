@@ -86,7 +86,17 @@ pub fn signed_workload(
     builder: &TxBuilder,
     count: usize,
 ) -> Result<Vec<SignedTx>, SdkError> {
-    (0..count as u64)
+    signed_workload_range(kind, builder, 0..count as u64)
+}
+
+/// Transactions `range` of [`signed_workload`], so a caller can sign a large workload in
+/// pieces (and show progress between them).
+pub fn signed_workload_range(
+    kind: WorkloadKind,
+    builder: &TxBuilder,
+    range: std::ops::Range<u64>,
+) -> Result<Vec<SignedTx>, SdkError> {
+    range
         .into_par_iter()
         .map(|i| {
             let account = dev_account(i);

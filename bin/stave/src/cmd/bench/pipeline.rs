@@ -5,10 +5,11 @@
 use std::{sync::Arc, time::Instant};
 
 use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use stave_node::{Chain, Parallelism, StageTimes};
-use stave_primitives::ChainSpec;
-use stave_sdk::{TxBuilder, signed_workload};
+use stave_primitives::{ChainSpec, SignedTx};
+use stave_sdk::{TxBuilder, WorkloadKind, signed_workload_range};
 use stave_storage::LmdbStore;
 use stave_verify::{SenderCache, Verifier, verify_serial};
 
@@ -130,6 +131,25 @@ fn run_report(times: &StageTimes, wall: std::time::Duration, txs: usize) -> RunR
     }
 }
 
+/// Signs the workload on all cores in pieces, with a progress bar on stderr.
+fn sign_with_progress(kind: WorkloadKind, count: usize) -> anyhow::Result<Vec<SignedTx>> {
+    const PIECE: u64 = 2_000;
+    let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
+    let bar = ProgressBar::new(count as u64).with_style(ProgressStyle::with_template(
+        "signing {bar:40} {pos}/{len} txs, {per_sec}, eta {eta}",
+    )?);
+    let mut txs = Vec::with_capacity(count);
+    let mut start = 0;
+    while start < count as u64 {
+        let end = (start + PIECE).min(count as u64);
+        txs.extend(signed_workload_range(kind, &builder, start..end)?);
+        bar.set_position(end);
+        start = end;
+    }
+    bar.finish_and_clear();
+    Ok(txs)
+}
+
 /// Runs the pipeline bench.
 pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
     let threads = threads();
@@ -138,7 +158,7 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         "signing {} {:?} transactions on {threads} threads…",
         args.txs, args.workload
     );
-    let txs = signed_workload(kind, &TxBuilder::new(CHAIN_ID, 1_000_000_000), args.txs)?;
+    let txs = sign_with_progress(kind, args.txs)?;
     let recovered = Verifier::new(CHAIN_ID, threads, None).verify(txs.clone())?;
 
     eprintln!("building blocks of {}…", args.block_txs);
