@@ -111,6 +111,14 @@ impl PreparedBlock {
     }
 }
 
+/// Whether committing a block also flushes the oldest state layers (or something else
+/// flushes them, in the background).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    Now,
+    Later,
+}
+
 /// A decoded block and, unless it was already stored, its recovered transactions.
 struct Received {
     block: SealedBlock,
@@ -343,7 +351,7 @@ impl<'s> Chain<'s> {
         let number = prepared.block.number();
         let diff = std::mem::take(&mut prepared.diff);
         let (committed, _) = stage("commit", number, || {
-            self.commit_parts(&prepared.input(), diff)
+            self.commit_parts(&prepared.input(), diff, Flush::Now)
         });
         committed
     }
@@ -354,12 +362,15 @@ impl<'s> Chain<'s> {
         &self,
         input: &BlockToCommit<'_>,
         diff: StateDiff,
+        flush: Flush,
     ) -> Result<Committed, ImportError> {
         let committed = commit_block(self.store, input, self.parallel())?;
         if committed == Committed::New {
             self.layers
                 .push(input.block.number(), input.block.hash(), diff)?;
-            self.layers.flush(self.parallel())?;
+            if flush == Flush::Now {
+                self.layers.flush(self.parallel())?;
+            }
         }
         Ok(committed)
     }
@@ -388,7 +399,7 @@ impl<'s> Chain<'s> {
     /// stored is accepted again without effect.
     pub fn import(&mut self, bytes: &[u8]) -> Result<Imported, ImportError> {
         let received = self.receive(bytes)?;
-        self.apply(received)
+        self.apply(received, Flush::Now)
     }
 
     /// Imports consecutive encoded blocks, overlapping stages across blocks when parallel:
@@ -435,8 +446,17 @@ impl<'s> Chain<'s> {
                         Ok::<_, ImportError>(received)
                     })
                 });
-                let applied = this.apply(pending);
-                (applied, ahead.map(|handle| handle.join()))
+                // The oldest state layers go to disk in the background.
+                let flushing = scope.spawn(|| this.layers.flush(true));
+                let applied = this.apply(pending, Flush::Later);
+                let flushed = flushing.join();
+                (
+                    applied.and_then(|imported| match flushed {
+                        Ok(result) => result.map(|_| imported).map_err(ImportError::from),
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    }),
+                    ahead.map(|handle| handle.join()),
+                )
             });
             on_block(&applied?);
             match received {
@@ -493,7 +513,7 @@ impl<'s> Chain<'s> {
     }
 
     /// The execute and commit stages of a received block, on top of the stored head.
-    fn apply(&self, received: Received) -> Result<Imported, ImportError> {
+    fn apply(&self, received: Received, flush: Flush) -> Result<Imported, ImportError> {
         let Received {
             block,
             recovered,
@@ -562,7 +582,7 @@ impl<'s> Chain<'s> {
                 receipts: &outcome.receipts,
                 diff: None,
             };
-            self.commit_parts(&input, outcome.diff)
+            self.commit_parts(&input, outcome.diff, flush)
         });
         times.commit = elapsed;
         Ok(Imported {
