@@ -286,10 +286,25 @@ pub(crate) enum Read {
 
 impl Read {
     /// True when `view` still gives the value that was read.
+    ///
+    /// The block's diff only grows while the block runs and the base state never changes,
+    /// so a key the diff does not hold now was read from the base and still has that
+    /// value: only keys the block wrote are compared, and the base is never read again.
     pub(crate) fn holds(&self, view: View<'_>) -> Result<bool, StateError> {
         Ok(match *self {
-            Self::Account(address, seen) => view.account(address)? == seen,
-            Self::Storage(address, slot, seen) => view.storage(address, slot)? == seen,
+            Self::Account(address, seen) => view
+                .diff
+                .accounts
+                .get(&address)
+                .is_none_or(|change| change.info == seen),
+            Self::Storage(address, slot, seen) => match view.diff.accounts.get(&address) {
+                None => true,
+                Some(change) => match change.storage.get(&slot) {
+                    Some(value) => *value == seen,
+                    None if change.storage_cleared || change.info.is_none() => seen.is_zero(),
+                    None => true,
+                },
+            },
         })
     }
 }
