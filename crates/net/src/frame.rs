@@ -1,0 +1,257 @@
+//! The P2P frame (DESIGN.md §3.3, as FISCO BCOS 2.x, all big-endian):
+//!
+//! ```text
+//! off size field
+//! 0   4    length        16 + payload bytes as sent
+//! 4   2    version       bit 15 set = payload is Snappy (raw format) compressed
+//! 6   4    protocol_id   (group_id: i16) << 16 | module_id: u16 ; negative = response
+//! 10  2    packet_type
+//! 12  4    seq
+//! 16  ...  payload
+//! ```
+//!
+//! Unlike the original, the decoder refuses a frame longer than the limit from its header,
+//! before buffering it; checks a compressed payload's declared length against the limit
+//! before allocating; and never hands compressed bytes upward. Every refusal is a typed
+//! [`FrameError`], on which the connection is closed and the peer scored down.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio_util::codec::{Decoder, Encoder};
+
+/// Bytes of the header.
+pub const HEADER_LEN: usize = 16;
+/// Bit of `version` that marks a Snappy-compressed payload.
+pub const COMPRESSED: u16 = 0x8000;
+/// Default largest frame, header included: 32 MiB.
+pub const DEFAULT_MAX_FRAME: usize = 32 << 20;
+/// Default size above which payloads are compressed: 1 KiB.
+pub const DEFAULT_COMPRESS_ABOVE: usize = 1024;
+
+/// Limits and compression of a connection's frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameConfig {
+    /// Largest frame accepted or sent, header included.
+    pub max_frame: usize,
+    /// Largest payload after decompression.
+    pub max_payload: usize,
+    /// Payloads longer than this are compressed; `None` sends everything raw.
+    pub compress_above: Option<usize>,
+}
+
+impl Default for FrameConfig {
+    fn default() -> Self {
+        Self {
+            max_frame: DEFAULT_MAX_FRAME,
+            max_payload: DEFAULT_MAX_FRAME,
+            compress_above: Some(DEFAULT_COMPRESS_ABOVE),
+        }
+    }
+}
+
+/// Which group and module a frame is for, and whether it answers a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProtocolId(pub i32);
+
+impl ProtocolId {
+    /// The request id of `module` in `group` (a non-negative group).
+    pub fn request(group: i16, module: u16) -> Self {
+        Self((i32::from(group) << 16) | i32::from(module))
+    }
+
+    /// The id a response to a request with this id carries: its negation.
+    pub fn response(self) -> Self {
+        Self(self.0.wrapping_neg())
+    }
+
+    /// True for a response.
+    pub fn is_response(self) -> bool {
+        self.0 < 0
+    }
+
+    /// The group (of the request this is or answers).
+    pub fn group(self) -> i16 {
+        (self.0.unsigned_abs() >> 16) as i16
+    }
+
+    /// The module (of the request this is or answers).
+    pub fn module(self) -> u16 {
+        (self.0.unsigned_abs() & 0xffff) as u16
+    }
+}
+
+/// A frame as the layers above see it: the payload always uncompressed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// Protocol version (bit 15 is the codec's, never set here).
+    pub version: u16,
+    /// Group, module and direction.
+    pub protocol_id: ProtocolId,
+    /// Message type within the module.
+    pub packet_type: u16,
+    /// Matches a response to its request.
+    pub seq: u32,
+    /// The message.
+    pub payload: Bytes,
+}
+
+/// Why a frame was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The header's length is shorter than the header itself.
+    #[error("frame length {length} is shorter than the {HEADER_LEN}-byte header")]
+    TooShort {
+        /// The declared length.
+        length: usize,
+    },
+    /// The frame is longer than the limit.
+    #[error("frame of {length} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// The declared (or encoded) length.
+        length: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A compressed payload declares more bytes than the limit (a decompression bomb).
+    #[error("compressed payload declares {declared} bytes, more than the limit of {max}")]
+    DecompressedTooLarge {
+        /// The length its Snappy header declares.
+        declared: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The payload is not valid Snappy.
+    #[error("payload does not decompress: {0}")]
+    Decompression(String),
+    /// The version uses bits this node does not know.
+    #[error("unknown frame version {0:#06x}")]
+    UnknownVersion(u16),
+    /// Reading or writing the socket failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// The version this node speaks.
+pub const VERSION: u16 = 1;
+
+/// Encodes `frame` once (compressing it if it is large), for one peer or a broadcast to
+/// many: the returned bytes are cheap to clone.
+pub fn encode_frame(frame: &Frame, config: &FrameConfig) -> Result<Bytes, FrameError> {
+    let compress = config
+        .compress_above
+        .is_some_and(|above| frame.payload.len() > above);
+    let (version, payload) = if compress {
+        let compressed = snap::raw::Encoder::new()
+            .compress_vec(&frame.payload)
+            .map_err(|error| FrameError::Decompression(error.to_string()))?;
+        (frame.version | COMPRESSED, Bytes::from(compressed))
+    } else {
+        (frame.version & !COMPRESSED, frame.payload.clone())
+    };
+    let length = HEADER_LEN + payload.len();
+    if length > config.max_frame || length > u32::MAX as usize {
+        return Err(FrameError::TooLarge {
+            length,
+            max: config.max_frame,
+        });
+    }
+    let mut out = BytesMut::with_capacity(length);
+    out.put_u32(length as u32);
+    out.put_u16(version);
+    out.put_i32(frame.protocol_id.0);
+    out.put_u16(frame.packet_type);
+    out.put_u32(frame.seq);
+    out.put_slice(&payload);
+    Ok(out.freeze())
+}
+
+/// The frame codec of a connection (tokio-util).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FrameCodec {
+    config: FrameConfig,
+}
+
+impl FrameCodec {
+    /// A codec with these limits.
+    pub fn new(config: FrameConfig) -> Self {
+        Self { config }
+    }
+}
+
+impl Decoder for FrameCodec {
+    type Item = Frame;
+    type Error = FrameError;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+        if src.len() < 4 {
+            return Ok(None);
+        }
+        let length = u32::from_be_bytes([src[0], src[1], src[2], src[3]]) as usize;
+        if length < HEADER_LEN {
+            return Err(FrameError::TooShort { length });
+        }
+        if length > self.config.max_frame {
+            return Err(FrameError::TooLarge {
+                length,
+                max: self.config.max_frame,
+            });
+        }
+        if src.len() < length {
+            src.reserve(length - src.len());
+            return Ok(None);
+        }
+        let mut frame = src.split_to(length);
+        frame.advance(4);
+        let version = frame.get_u16();
+        let protocol_id = ProtocolId(frame.get_i32());
+        let packet_type = frame.get_u16();
+        let seq = frame.get_u32();
+        if version & !COMPRESSED > VERSION {
+            return Err(FrameError::UnknownVersion(version));
+        }
+        let payload = if version & COMPRESSED != 0 {
+            let declared = snap::raw::decompress_len(&frame)
+                .map_err(|error| FrameError::Decompression(error.to_string()))?;
+            if declared > self.config.max_payload {
+                return Err(FrameError::DecompressedTooLarge {
+                    declared,
+                    max: self.config.max_payload,
+                });
+            }
+            let mut out = vec![0; declared];
+            let written = snap::raw::Decoder::new()
+                .decompress(&frame, &mut out)
+                .map_err(|error| FrameError::Decompression(error.to_string()))?;
+            out.truncate(written);
+            Bytes::from(out)
+        } else {
+            frame.freeze()
+        };
+        Ok(Some(Frame {
+            version: version & !COMPRESSED,
+            protocol_id,
+            packet_type,
+            seq,
+            payload,
+        }))
+    }
+}
+
+impl Encoder<&Frame> for FrameCodec {
+    type Error = FrameError;
+
+    fn encode(&mut self, frame: &Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
+        dst.extend_from_slice(&encode_frame(frame, &self.config)?);
+        Ok(())
+    }
+}
+
+impl Encoder<Bytes> for FrameCodec {
+    type Error = FrameError;
+
+    /// Sends a frame [`encode_frame`] already encoded (a broadcast, compressed once).
+    fn encode(&mut self, frame: Bytes, dst: &mut BytesMut) -> Result<(), FrameError> {
+        dst.extend_from_slice(&frame);
+        Ok(())
+    }
+}

@@ -1,0 +1,28 @@
+//! The properties the `frame` fuzz target checks, shared with
+//! `crates/net/tests/fuzz_corpus.rs`, which replays the checked-in corpus under `cargo
+//! test`: hostile bytes give a typed error or frames within the limits, and every frame
+//! decoded survives encoding and decoding again unchanged.
+
+use bytes::BytesMut;
+use stave_net::{FrameCodec, FrameConfig, encode_frame};
+use tokio_util::codec::Decoder;
+
+/// Small limits, so the fuzzer reaches them.
+const CONFIG: FrameConfig = FrameConfig {
+    max_frame: 1 << 16,
+    max_payload: 1 << 16,
+    compress_above: Some(64),
+};
+
+/// The frame decoder over a stream of arbitrary bytes.
+pub fn frame(data: &[u8]) {
+    let mut codec = FrameCodec::new(CONFIG);
+    let mut buffer = BytesMut::from(data);
+    while let Ok(Some(frame)) = codec.decode(&mut buffer) {
+        assert!(frame.payload.len() <= CONFIG.max_payload);
+        let encoded = encode_frame(&frame, &CONFIG).expect("a decoded frame re-encodes");
+        let mut again = BytesMut::from(&encoded[..]);
+        let decoded = codec.decode(&mut again).expect("decodes").expect("whole");
+        assert_eq!(decoded, frame);
+    }
+}
