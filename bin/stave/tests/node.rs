@@ -6,7 +6,7 @@ mod support;
 use std::{
     io::{Read, Write},
     net::TcpStream,
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -132,23 +132,11 @@ fn a_config_file_sets_genesis_datadir_and_ports() {
         metrics_port
     );
     std::fs::write(dir.path().join("node.toml"), config).expect("writes");
-    let child = Command::new(env!("CARGO_BIN_EXE_stave"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
+    command
         .args(["node", "--config"])
-        .arg(dir.path().join("node.toml"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starts");
-    let node = Node {
-        child,
-        port,
-        metrics_port,
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while node.try_post("{}").is_err() {
-        assert!(Instant::now() < deadline, "the node did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        .arg(dir.path().join("node.toml"));
+    let node = Node::launch(command, port, metrics_port);
     assert_eq!(node.result("eth_chainId", json!([])), json!("0x1092"));
     let funded = stave_primitives::dev::dev_account(1).address;
     assert_ne!(

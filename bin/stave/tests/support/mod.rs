@@ -34,11 +34,19 @@ impl Node {
     /// answers JSON-RPC.
     pub fn start(datadir: &Path) -> Self {
         let (port, metrics_port) = (free_port(), free_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_stave"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
+        command
             .args(["node", "--dev", "--block-time-ms", "100", "--datadir"])
             .arg(datadir)
             .args(["--rpc-addr", &format!("127.0.0.1:{port}")])
-            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")]);
+        Self::launch(command, port, metrics_port)
+    }
+
+    /// Runs `command` (a `stave node` serving JSON-RPC on `port` and metrics on
+    /// `metrics_port`) and waits until it answers JSON-RPC.
+    pub fn launch(mut command: Command, port: u16, metrics_port: u16) -> Self {
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
