@@ -1,0 +1,134 @@
+//! Peer scores: each offence costs a peer points; below a threshold it is banned for a
+//! while. A decompression failure, a bad length or an oversize frame closes the
+//! connection and costs the most; a frame for a module nobody serves costs less.
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use crate::frame::FrameError;
+
+/// A peer's identity: the hash of its certificate's public key.
+pub type NodeId = [u8; 32];
+
+/// What a peer did wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offence {
+    /// A frame the codec refused: bad length, oversize, bomb, corrupt, unknown version.
+    BadFrame,
+    /// A frame for a group or module this node does not serve.
+    UnknownModule,
+    /// A request it did not answer in time.
+    Timeout,
+}
+
+impl Offence {
+    /// Points the offence costs.
+    pub fn penalty(self) -> i32 {
+        match self {
+            Offence::BadFrame => 50,
+            Offence::UnknownModule => 20,
+            Offence::Timeout => 5,
+        }
+    }
+}
+
+impl FrameError {
+    /// The offence a peer committed by sending this; `None` for socket errors, which are
+    /// nobody's fault in particular.
+    pub fn offence(&self) -> Option<Offence> {
+        match self {
+            FrameError::Io(_) => None,
+            _ => Some(Offence::BadFrame),
+        }
+    }
+}
+
+/// Scoring rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScoreConfig {
+    /// A new (or unbanned) peer's score.
+    pub initial: i32,
+    /// A peer whose score falls below this is banned.
+    pub ban_below: i32,
+    /// How long a ban lasts.
+    pub ban_for: Duration,
+}
+
+impl Default for ScoreConfig {
+    fn default() -> Self {
+        Self {
+            initial: 100,
+            ban_below: 1,
+            ban_for: Duration::from_secs(600),
+        }
+    }
+}
+
+/// What happened to a peer after an offence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// It may stay (with this score).
+    Keep(i32),
+    /// It is banned until then: drop its connection and refuse it until the time passes.
+    Banned(Instant),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PeerState {
+    score: i32,
+    banned_until: Option<Instant>,
+}
+
+/// Every known peer's score and ban.
+#[derive(Debug, Default)]
+pub struct PeerScores {
+    config: ScoreConfig,
+    peers: HashMap<NodeId, PeerState>,
+}
+
+impl PeerScores {
+    /// Scores under `config`.
+    pub fn new(config: ScoreConfig) -> Self {
+        Self {
+            config,
+            peers: HashMap::new(),
+        }
+    }
+
+    /// Charges `peer` for `offence` at `now`.
+    pub fn penalize(&mut self, peer: NodeId, offence: Offence, now: Instant) -> Verdict {
+        let config = self.config;
+        let state = self.peers.entry(peer).or_insert(PeerState {
+            score: config.initial,
+            banned_until: None,
+        });
+        state.score = state.score.saturating_sub(offence.penalty());
+        if state.score < config.ban_below {
+            let until = now + config.ban_for;
+            state.banned_until = Some(until);
+            return Verdict::Banned(until);
+        }
+        Verdict::Keep(state.score)
+    }
+
+    /// True while `peer` is banned; an expired ban is lifted and the score reset.
+    pub fn is_banned(&mut self, peer: &NodeId, now: Instant) -> bool {
+        let initial = self.config.initial;
+        match self.peers.get_mut(peer) {
+            Some(state) => match state.banned_until {
+                Some(until) if now < until => true,
+                Some(_) => {
+                    *state = PeerState {
+                        score: initial,
+                        banned_until: None,
+                    };
+                    false
+                }
+                None => false,
+            },
+            None => false,
+        }
+    }
+}

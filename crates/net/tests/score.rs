@@ -1,0 +1,46 @@
+//! Peer scores: offences add up to a ban, a ban expires, socket errors are nobody's fault.
+
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use stave_net::{FrameCodec, FrameError, Offence, PeerScores, ScoreConfig, Verdict};
+use tokio_util::codec::Decoder;
+
+#[test]
+fn bad_frames_get_a_peer_banned_until_the_ban_expires() {
+    let mut scores = PeerScores::new(ScoreConfig::default());
+    let (peer, other) = ([1u8; 32], [2u8; 32]);
+    let now = Instant::now();
+    // The codec's refusal of a short frame is the offence.
+    let mut short = BytesMut::from(&[0u8, 0, 0, 3][..]);
+    let error = FrameCodec::default()
+        .decode(&mut short)
+        .expect_err("refused");
+    assert_eq!(error.offence(), Some(Offence::BadFrame));
+    assert_eq!(
+        scores.penalize(peer, Offence::BadFrame, now),
+        Verdict::Keep(50)
+    );
+    assert_eq!(
+        scores.penalize(peer, Offence::UnknownModule, now),
+        Verdict::Keep(30)
+    );
+    let Verdict::Banned(until) = scores.penalize(peer, Offence::BadFrame, now) else {
+        panic!("a third offence bans")
+    };
+    assert_eq!(until, now + Duration::from_secs(600));
+    assert!(scores.is_banned(&peer, now + Duration::from_secs(599)));
+    assert!(!scores.is_banned(&other, now), "others are unaffected");
+    // Once the ban is over the peer starts again from the initial score.
+    assert!(!scores.is_banned(&peer, until));
+    assert_eq!(
+        scores.penalize(peer, Offence::Timeout, until),
+        Verdict::Keep(95)
+    );
+}
+
+#[test]
+fn socket_errors_are_no_offence() {
+    let error = FrameError::Io(std::io::Error::other("reset"));
+    assert_eq!(error.offence(), None);
+}
