@@ -1,0 +1,227 @@
+//! Mutual TLS between nodes (rustls, ring): every node holds a certificate signed by the
+//! chain's CA and accepts only peers that show one too; the handshake fails before any
+//! frame is read. A node's id is the SHA-256 of its certificate's public key
+//! (SubjectPublicKeyInfo), and a peer must also be on the allow-list.
+
+use std::{collections::HashSet, sync::Arc};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+use rustls::{
+    ClientConfig, RootCertStore, ServerConfig,
+    pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName},
+    server::WebPkiClientVerifier,
+};
+use sha2::{Digest, Sha256};
+use tokio::net::TcpStream;
+use tokio_rustls::{TlsAcceptor, TlsConnector, TlsStream};
+
+use crate::score::NodeId;
+
+/// Why a TLS step failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    /// Making a key or certificate failed.
+    #[error("certificate generation failed: {0}")]
+    Certificate(String),
+    /// rustls refused a configuration.
+    #[error("tls configuration: {0}")]
+    Config(String),
+    /// The peer's certificate is not a valid X.509 certificate.
+    #[error("peer certificate does not parse: {0}")]
+    BadCertificate(String),
+    /// The handshake completed without a peer certificate.
+    #[error("the peer showed no certificate")]
+    NoPeerCertificate,
+    /// The peer's node id is not on the allow-list.
+    #[error("node {} is not on the allow-list", hex_id(.0))]
+    NotAllowed(NodeId),
+    /// The handshake or the socket failed (an unknown CA ends here).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+fn hex_id(id: &NodeId) -> String {
+    id.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn certificate_error(error: rcgen::Error) -> TlsError {
+    TlsError::Certificate(error.to_string())
+}
+
+/// A chain's certificate authority: it signs every node's certificate.
+pub struct ChainCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl std::fmt::Debug for ChainCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChainCa").finish_non_exhaustive()
+    }
+}
+
+impl ChainCa {
+    /// A new CA named `name`, with a fresh key.
+    pub fn generate(name: &str) -> Result<Self, TlsError> {
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(certificate_error)?;
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let key = KeyPair::generate().map_err(certificate_error)?;
+        Ok(Self {
+            issuer: CertifiedIssuer::self_signed(params, key).map_err(certificate_error)?,
+        })
+    }
+
+    /// The CA certificate (DER), which every node trusts.
+    pub fn certificate(&self) -> CertificateDer<'static> {
+        self.issuer.der().clone()
+    }
+
+    /// A certificate for node `name` (also its DNS name in TLS), with a fresh key.
+    pub fn issue(&self, name: &str) -> Result<NodeIdentity, TlsError> {
+        let mut params =
+            CertificateParams::new(vec![name.to_owned()]).map_err(certificate_error)?;
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let key = KeyPair::generate().map_err(certificate_error)?;
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .map_err(certificate_error)?;
+        Ok(NodeIdentity {
+            name: name.to_owned(),
+            certificate: cert.der().clone(),
+            key: PrivatePkcs8KeyDer::from(key.serialize_der()),
+        })
+    }
+}
+
+/// A node's certificate and key.
+#[derive(Debug)]
+pub struct NodeIdentity {
+    /// Its name (the certificate's DNS name).
+    pub name: String,
+    /// Its certificate, signed by the chain's CA.
+    pub certificate: CertificateDer<'static>,
+    /// Its private key.
+    pub key: PrivatePkcs8KeyDer<'static>,
+}
+
+impl NodeIdentity {
+    /// Its node id.
+    pub fn node_id(&self) -> Result<NodeId, TlsError> {
+        node_id(&self.certificate)
+    }
+}
+
+/// The node id of a certificate: SHA-256 of its SubjectPublicKeyInfo.
+pub fn node_id(certificate: &CertificateDer<'_>) -> Result<NodeId, TlsError> {
+    let parsed = webpki::EndEntityCert::try_from(certificate)
+        .map_err(|error| TlsError::BadCertificate(format!("{error:?}")))?;
+    Ok(Sha256::digest(parsed.subject_public_key_info().as_ref()).into())
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn roots(ca: &CertificateDer<'static>) -> Result<Arc<RootCertStore>, TlsError> {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(ca.clone())
+        .map_err(|error| TlsError::Config(error.to_string()))?;
+    Ok(Arc::new(roots))
+}
+
+/// Both sides of a node's TLS: it serves and dials with its identity, trusts only `ca`,
+/// and keeps only peers whose node id is in `allowed`.
+#[derive(Clone)]
+pub struct NodeTls {
+    acceptor: TlsAcceptor,
+    connector: TlsConnector,
+    allowed: Arc<HashSet<NodeId>>,
+}
+
+impl std::fmt::Debug for NodeTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeTls")
+            .field("allowed", &self.allowed.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeTls {
+    /// TLS for `identity` on the chain whose CA certificate is `ca`.
+    pub fn new(
+        ca: &CertificateDer<'static>,
+        identity: &NodeIdentity,
+        allowed: HashSet<NodeId>,
+    ) -> Result<Self, TlsError> {
+        let config_error = |error: rustls::Error| TlsError::Config(error.to_string());
+        let roots = roots(ca)?;
+        let key = || PrivateKeyDer::Pkcs8(identity.key.clone_key());
+        let chain = vec![identity.certificate.clone()];
+        let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
+            .build()
+            .map_err(|error| TlsError::Config(error.to_string()))?;
+        let server = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(config_error)?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain.clone(), key())
+            .map_err(config_error)?;
+        let client = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(config_error)?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key())
+            .map_err(config_error)?;
+        Ok(Self {
+            acceptor: TlsAcceptor::from(Arc::new(server)),
+            connector: TlsConnector::from(Arc::new(client)),
+            allowed: Arc::new(allowed),
+        })
+    }
+
+    fn check(&self, certificates: Option<&[CertificateDer<'static>]>) -> Result<NodeId, TlsError> {
+        let first = certificates
+            .and_then(<[_]>::first)
+            .ok_or(TlsError::NoPeerCertificate)?;
+        let id = node_id(first)?;
+        if self.allowed.contains(&id) {
+            Ok(id)
+        } else {
+            Err(TlsError::NotAllowed(id))
+        }
+    }
+
+    /// Accepts a peer on `socket`: the handshake (which requires a certificate from the
+    /// chain's CA), then the allow-list.
+    pub async fn accept(
+        &self,
+        socket: TcpStream,
+    ) -> Result<(TlsStream<TcpStream>, NodeId), TlsError> {
+        let stream = self.acceptor.accept(socket).await?;
+        let id = self.check(stream.get_ref().1.peer_certificates())?;
+        Ok((TlsStream::Server(stream), id))
+    }
+
+    /// Dials peer `name` on `socket`, checking its certificate and the allow-list.
+    pub async fn connect(
+        &self,
+        name: &str,
+        socket: TcpStream,
+    ) -> Result<(TlsStream<TcpStream>, NodeId), TlsError> {
+        let server_name = ServerName::try_from(name.to_owned())
+            .map_err(|error| TlsError::Config(error.to_string()))?;
+        let stream = self.connector.connect(server_name, socket).await?;
+        let id = self.check(stream.get_ref().1.peer_certificates())?;
+        Ok((TlsStream::Client(stream), id))
+    }
+}

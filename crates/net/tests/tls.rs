@@ -1,0 +1,168 @@
+//! Mutual TLS on loopback: nodes of one chain talk; a certificate from another CA, a node
+//! off the allow-list and a plain TCP peer are all refused before a frame is read.
+
+use std::{collections::HashSet, time::Duration};
+
+use bytes::{Bytes, BytesMut};
+use stave_net::{
+    ChainCa, Frame, FrameCodec, FrameConfig, NodeTls, ProtocolId, TlsError, encode_frame,
+    frame::VERSION,
+};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+    time::timeout,
+};
+use tokio_util::codec::Decoder;
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+struct Pair {
+    listener: TcpListener,
+    server: NodeTls,
+}
+
+async fn listen(server: NodeTls) -> Pair {
+    Pair {
+        listener: TcpListener::bind("127.0.0.1:0").await.expect("binds"),
+        server,
+    }
+}
+
+#[tokio::test]
+async fn nodes_of_one_chain_exchange_frames_and_learn_each_others_ids() {
+    let ca = ChainCa::generate("stave test chain").expect("ca");
+    let (a, b) = (
+        ca.issue("node0.stave").expect("a"),
+        ca.issue("node1.stave").expect("b"),
+    );
+    let ids: HashSet<_> = [a.node_id().expect("id"), b.node_id().expect("id")].into();
+    let server = NodeTls::new(&ca.certificate(), &a, ids.clone()).expect("tls");
+    let client = NodeTls::new(&ca.certificate(), &b, ids).expect("tls");
+    let pair = listen(server).await;
+    let address = pair.listener.local_addr().expect("address");
+    let serving = tokio::spawn(async move {
+        let (socket, _) = pair.listener.accept().await.expect("accepts");
+        let (mut stream, peer) = pair.server.accept(socket).await.expect("handshake");
+        let mut buffer = BytesMut::new();
+        let mut codec = FrameCodec::default();
+        loop {
+            if let Some(frame) = codec.decode(&mut buffer).expect("valid") {
+                return (peer, frame);
+            }
+            assert!(
+                stream.read_buf(&mut buffer).await.expect("reads") > 0,
+                "closed early"
+            );
+        }
+    });
+    let socket = TcpStream::connect(address).await.expect("connects");
+    let (mut stream, peer) = timeout(LIMIT, client.connect("node0.stave", socket))
+        .await
+        .expect("in time")
+        .expect("handshake");
+    assert_eq!(peer, a.node_id().expect("id"));
+    let frame = Frame {
+        version: VERSION,
+        protocol_id: ProtocolId::request(1, 2),
+        packet_type: 3,
+        seq: 4,
+        payload: Bytes::from(vec![9; 5_000]),
+    };
+    stream
+        .write_all(&encode_frame(&frame, &FrameConfig::default()).expect("encodes"))
+        .await
+        .expect("writes");
+    let (seen_peer, received) = timeout(LIMIT, serving)
+        .await
+        .expect("in time")
+        .expect("task");
+    assert_eq!(seen_peer, b.node_id().expect("id"));
+    assert_eq!(received, frame);
+}
+
+#[tokio::test]
+async fn a_certificate_from_another_ca_is_refused() {
+    let ca = ChainCa::generate("chain").expect("ca");
+    let rogue_ca = ChainCa::generate("another chain").expect("ca");
+    let good = ca.issue("node0.stave").expect("good");
+    let rogue = rogue_ca.issue("node9.stave").expect("rogue");
+    let allowed: HashSet<_> = [good.node_id().expect("id"), rogue.node_id().expect("id")].into();
+    let pair = listen(NodeTls::new(&ca.certificate(), &good, allowed.clone()).expect("tls")).await;
+    let address = pair.listener.local_addr().expect("address");
+    let serving = tokio::spawn(async move {
+        let (socket, _) = pair.listener.accept().await.expect("accepts");
+        pair.server.accept(socket).await.map(|(_, id)| id)
+    });
+    // The rogue node trusts its own CA, so it also refuses ours: either side may fail first.
+    let rogue_tls = NodeTls::new(&rogue_ca.certificate(), &rogue, allowed).expect("tls");
+    let socket = TcpStream::connect(address).await.expect("connects");
+    let dialled = timeout(LIMIT, rogue_tls.connect("node0.stave", socket))
+        .await
+        .expect("in time");
+    assert!(dialled.is_err());
+    let served = timeout(LIMIT, serving)
+        .await
+        .expect("in time")
+        .expect("task");
+    assert!(matches!(served, Err(TlsError::Io(_))), "{served:?}");
+}
+
+#[tokio::test]
+async fn a_node_off_the_allow_list_is_refused() {
+    let ca = ChainCa::generate("chain").expect("ca");
+    let (a, stranger) = (
+        ca.issue("node0.stave").expect("a"),
+        ca.issue("node5.stave").expect("s"),
+    );
+    let only_a: HashSet<_> = [a.node_id().expect("id")].into();
+    let pair = listen(NodeTls::new(&ca.certificate(), &a, only_a.clone()).expect("tls")).await;
+    let address = pair.listener.local_addr().expect("address");
+    let serving = tokio::spawn(async move {
+        let (socket, _) = pair.listener.accept().await.expect("accepts");
+        pair.server.accept(socket).await.map(|(_, id)| id)
+    });
+    let client = NodeTls::new(&ca.certificate(), &stranger, only_a).expect("tls");
+    let socket = TcpStream::connect(address).await.expect("connects");
+    let _ = timeout(LIMIT, client.connect("node0.stave", socket))
+        .await
+        .expect("in time");
+    let served = timeout(LIMIT, serving)
+        .await
+        .expect("in time")
+        .expect("task");
+    let stranger_id = stranger.node_id().expect("id");
+    assert!(
+        matches!(served, Err(TlsError::NotAllowed(id)) if id == stranger_id),
+        "{served:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_plain_tcp_peer_is_refused_before_any_frame_is_read() {
+    let ca = ChainCa::generate("chain").expect("ca");
+    let a = ca.issue("node0.stave").expect("a");
+    let allowed: HashSet<_> = [a.node_id().expect("id")].into();
+    let pair = listen(NodeTls::new(&ca.certificate(), &a, allowed).expect("tls")).await;
+    let address = pair.listener.local_addr().expect("address");
+    let serving = tokio::spawn(async move {
+        let (socket, _) = pair.listener.accept().await.expect("accepts");
+        pair.server.accept(socket).await.map(|(_, id)| id)
+    });
+    let mut plain = TcpStream::connect(address).await.expect("connects");
+    let frame = Frame {
+        version: VERSION,
+        protocol_id: ProtocolId::request(1, 1),
+        packet_type: 0,
+        seq: 1,
+        payload: Bytes::from_static(b"hello"),
+    };
+    let _ = plain
+        .write_all(&encode_frame(&frame, &FrameConfig::default()).expect("encodes"))
+        .await;
+    let served = timeout(LIMIT, serving)
+        .await
+        .expect("in time")
+        .expect("task");
+    assert!(matches!(served, Err(TlsError::Io(_))), "{served:?}");
+}
