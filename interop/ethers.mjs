@@ -11,7 +11,9 @@ const require = createRequire(modules + '/');
 const { ethers } = require('ethers');
 
 const url = `http://127.0.0.1:${port}`;
-const provider = new ethers.JsonRpcProvider(url, undefined, { staticNetwork: true, pollingInterval: 200 });
+// No client-side cache: ethers answers a repeated call from a 250 ms cache by default,
+// which with 200 ms blocks returns the state before the block just waited for.
+const provider = new ethers.JsonRpcProvider(url, undefined, { staticNetwork: true, pollingInterval: 200, cacheTimeout: -1 });
 const mnemonic = 'test test test test test test test test test test test junk';
 const wallet = (i) => ethers.HDNodeWallet.fromPhrase(mnemonic, undefined, `m/44'/60'/0'/0/${i}`).connect(provider);
 const alice = wallet(0);

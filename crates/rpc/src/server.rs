@@ -174,7 +174,17 @@ impl Rpc {
             .map_err(RpcError::internal)
     }
 
+    /// False for a block stored but whose state is not in yet: it is shown (with its
+    /// transactions and receipts) only once the head reaches it, so a client that saw a
+    /// receipt also sees the state after it.
+    fn visible(&self, number: u64) -> Outcome<bool> {
+        Ok(number <= self.head()?)
+    }
+
     fn block(&self, number: u64, full: bool) -> Outcome<Option<Block>> {
+        if !self.visible(number)? {
+            return Ok(None);
+        }
         let store = self.0.view.store();
         let Some(block) = load_block(store, number, full)? else {
             return Ok(None);
@@ -186,6 +196,9 @@ impl Rpc {
     }
 
     fn receipts(&self, number: u64) -> Outcome<Option<(StoredBlock, Vec<TransactionReceipt>)>> {
+        if !self.visible(number)? {
+            return Ok(None);
+        }
         let store = self.0.view.store();
         let Some(block) = load_block(store, number, true)? else {
             return Ok(None);
@@ -294,15 +307,18 @@ impl EthApiServer for Rpc {
     }
 
     fn transaction_count(&self, address: Address, block: Option<BlockId>) -> RpcResult<U64> {
-        let nonce = self.with_state(block, |state| {
-            Ok(state.account(address)?.map_or(0, |a| a.nonce))
-        })?;
+        // The pool first, then the state: the producer drops included transactions from
+        // the pool only after their block's state is in, so a transaction missing from the
+        // pool is then counted by the state (the other order can miss it in both).
         let pending = matches!(block, Some(BlockId::Number(BlockNumberOrTag::Pending)));
         let pooled = if pending {
             self.0.pool.pending_nonce(address)
         } else {
             None
         };
+        let nonce = self.with_state(block, |state| {
+            Ok(state.account(address)?.map_or(0, |a| a.nonce))
+        })?;
         Ok(U64::from(pooled.map_or(nonce, |pooled| pooled.max(nonce))))
     }
 
@@ -459,6 +475,9 @@ impl EthApiServer for Rpc {
         else {
             return Ok(None);
         };
+        if !self.visible(number)? {
+            return Ok(None);
+        }
         let block = load_block(store, number, true)?;
         Ok(block.and_then(|block| {
             let index = index as usize;
