@@ -29,6 +29,22 @@ async fn listen(server: NodeTls) -> Pair {
     }
 }
 
+/// Serves one handshake with `server`; returns the address and what the handshake gave.
+async fn serve_one(
+    server: NodeTls,
+) -> (
+    std::net::SocketAddr,
+    tokio::task::JoinHandle<Result<stave_net::NodeId, TlsError>>,
+) {
+    let pair = listen(server).await;
+    let address = pair.listener.local_addr().expect("address");
+    let serving = tokio::spawn(async move {
+        let (socket, _) = pair.listener.accept().await.expect("accepts");
+        pair.server.accept(socket).await.map(|(_, id)| id)
+    });
+    (address, serving)
+}
+
 #[tokio::test]
 async fn nodes_of_one_chain_exchange_frames_and_learn_each_others_ids() {
     let ca = ChainCa::generate("stave test chain").expect("ca");
@@ -88,12 +104,8 @@ async fn a_certificate_from_another_ca_is_refused() {
     let good = ca.issue("node0.stave").expect("good");
     let rogue = rogue_ca.issue("node9.stave").expect("rogue");
     let allowed: HashSet<_> = [good.node_id().expect("id"), rogue.node_id().expect("id")].into();
-    let pair = listen(NodeTls::new(&ca.certificate(), &good, allowed.clone()).expect("tls")).await;
-    let address = pair.listener.local_addr().expect("address");
-    let serving = tokio::spawn(async move {
-        let (socket, _) = pair.listener.accept().await.expect("accepts");
-        pair.server.accept(socket).await.map(|(_, id)| id)
-    });
+    let (address, serving) =
+        serve_one(NodeTls::new(&ca.certificate(), &good, allowed.clone()).expect("tls")).await;
     // The rogue node trusts its own CA, so it also refuses ours: either side may fail first.
     let rogue_tls = NodeTls::new(&rogue_ca.certificate(), &rogue, allowed).expect("tls");
     let socket = TcpStream::connect(address).await.expect("connects");
@@ -116,12 +128,8 @@ async fn a_node_off_the_allow_list_is_refused() {
         ca.issue("node5.stave").expect("s"),
     );
     let only_a: HashSet<_> = [a.node_id().expect("id")].into();
-    let pair = listen(NodeTls::new(&ca.certificate(), &a, only_a.clone()).expect("tls")).await;
-    let address = pair.listener.local_addr().expect("address");
-    let serving = tokio::spawn(async move {
-        let (socket, _) = pair.listener.accept().await.expect("accepts");
-        pair.server.accept(socket).await.map(|(_, id)| id)
-    });
+    let (address, serving) =
+        serve_one(NodeTls::new(&ca.certificate(), &a, only_a.clone()).expect("tls")).await;
     let client = NodeTls::new(&ca.certificate(), &stranger, only_a).expect("tls");
     let socket = TcpStream::connect(address).await.expect("connects");
     let _ = timeout(LIMIT, client.connect("node0.stave", socket))
@@ -143,12 +151,8 @@ async fn a_plain_tcp_peer_is_refused_before_any_frame_is_read() {
     let ca = ChainCa::generate("chain").expect("ca");
     let a = ca.issue("node0.stave").expect("a");
     let allowed: HashSet<_> = [a.node_id().expect("id")].into();
-    let pair = listen(NodeTls::new(&ca.certificate(), &a, allowed).expect("tls")).await;
-    let address = pair.listener.local_addr().expect("address");
-    let serving = tokio::spawn(async move {
-        let (socket, _) = pair.listener.accept().await.expect("accepts");
-        pair.server.accept(socket).await.map(|(_, id)| id)
-    });
+    let (address, serving) =
+        serve_one(NodeTls::new(&ca.certificate(), &a, allowed).expect("tls")).await;
     let mut plain = TcpStream::connect(address).await.expect("connects");
     let frame = Frame {
         version: VERSION,
