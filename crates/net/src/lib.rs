@@ -1,12 +1,19 @@
-//! Stave's network layer. So far: the framed wire format of DESIGN.md §3.3 ([`frame`]),
-//! with Snappy compression above 1 KiB and hostile-input limits; peer scores with bans
-//! ([`score`]); mutual TLS with a chain CA, node ids and an allow-list ([`tls`]). The peer
-//! manager, gossip and compact blocks are still to come (issue 11).
+//! Stave's network layer: the framed wire format of DESIGN.md §3.3 ([`frame`]), with
+//! Snappy compression above 1 KiB and hostile-input limits; peer scores with bans
+//! ([`score`]); mutual TLS with a chain CA, node ids and an allow-list ([`tls`]); the peer
+//! manager that keeps static peers connected and routes frames by protocol id ([`peers`]);
+//! and transaction and compact-block gossip on top of it ([`gossip`], [`compact`]).
 
+pub mod compact;
 pub mod frame;
+pub mod gossip;
+pub mod peers;
 pub mod score;
 pub mod tls;
 
+pub use compact::{BlockParts, CompactBlock, CompactError, decode_compact};
 pub use frame::{Frame, FrameCodec, FrameConfig, FrameError, ProtocolId, encode_frame};
+pub use gossip::{Gossip, GossipConfig, GossipError, ReceivedBlock, TxAdmission};
+pub use peers::{Inbound, NetError, Network, NetworkConfig, StaticPeer, short_id};
 pub use score::{NodeId, Offence, PeerScores, ScoreConfig, Verdict};
 pub use tls::{ChainCa, NodeIdentity, NodeTls, TlsError, node_id};

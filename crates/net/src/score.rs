@@ -19,6 +19,8 @@ pub enum Offence {
     BadFrame,
     /// A frame for a group or module this node does not serve.
     UnknownModule,
+    /// A message that does not decode, or a block that does not match its header.
+    BadMessage,
     /// A request it did not answer in time.
     Timeout,
 }
@@ -29,6 +31,7 @@ impl Offence {
         match self {
             Offence::BadFrame => 50,
             Offence::UnknownModule => 20,
+            Offence::BadMessage => 25,
             Offence::Timeout => 5,
         }
     }

@@ -1,0 +1,470 @@
+//! Gossip of transactions and blocks over the peer manager, deduplicated by hash.
+//!
+//! - **Transactions** travel in batches, each an offset-indexed list (DESIGN.md §3.1). A
+//!   transaction seen before is dropped; a new one goes through the node's txpool admission
+//!   (which recovers and caches its sender) and, if admitted, on to the other peers.
+//! - **Blocks** travel compact ([`crate::compact`]): header and short ids. The receiver
+//!   rebuilds the body from the transactions gossip has seen, asks the sender for the ones
+//!   it lacks (or all of them, if the rebuilt body does not match the header), hands the
+//!   block to the node and passes the compact form on.
+//!
+//! The transactions gossip has seen (sent or received, admitted or not) stay in a bounded
+//! cache by hash: that is what compact blocks are rebuilt from.
+
+use std::{sync::Arc, time::Duration};
+
+use alloy_primitives::{B256, keccak256};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use stave_codec::{IndexedList, encode_indexed};
+use tokio::sync::mpsc;
+
+use crate::{
+    compact::{BlockParts, CompactError, FifoMap, Rebuild, decode_compact},
+    frame::ProtocolId,
+    peers::{Inbound, NetError, Network, short_id},
+    score::{NodeId, Offence},
+};
+
+/// The group of gossip's modules.
+pub const GROUP: i16 = 0;
+/// Module of transaction batches.
+pub const TXS: u16 = 1;
+/// Module of compact blocks.
+pub const COMPACT_BLOCK: u16 = 2;
+/// Module of requests for some of a block's transactions.
+pub const BLOCK_TXS: u16 = 3;
+
+/// The node's txpool, as gossip sees it.
+pub trait TxAdmission: Send + Sync + 'static {
+    /// Admits transactions received from a peer (verifying them and caching their senders);
+    /// returns, for each, whether it was accepted. Runs on a blocking thread.
+    fn admit(&self, txs: &[Bytes]) -> Vec<bool>;
+}
+
+/// Batching and cache sizes.
+#[derive(Debug, Clone, Copy)]
+pub struct GossipConfig {
+    /// A batch is sent once it holds this many transactions...
+    pub batch_txs: usize,
+    /// ... or this many bytes ...
+    pub batch_bytes: usize,
+    /// ... or its first transaction has waited this long.
+    pub batch_delay: Duration,
+    /// Transactions remembered by hash (for dedup and for rebuilding blocks).
+    pub known_txs: usize,
+    /// Recent blocks kept to answer peers' requests for their transactions.
+    pub kept_blocks: usize,
+    /// Most transactions a block may carry.
+    pub max_block_txs: usize,
+    /// Frames a module's queue holds before dropping.
+    pub backlog: usize,
+}
+
+impl Default for GossipConfig {
+    fn default() -> Self {
+        Self {
+            batch_txs: 1_000,
+            batch_bytes: 256 << 10,
+            batch_delay: Duration::from_millis(20),
+            known_txs: 200_000,
+            kept_blocks: 64,
+            max_block_txs: 100_000,
+            backlog: 1_024,
+        }
+    }
+}
+
+/// A block rebuilt from a peer's compact block, checked against its transactions root.
+#[derive(Debug, Clone)]
+pub struct ReceivedBlock {
+    /// The peer it came from.
+    pub from: NodeId,
+    /// The block in its wire form, ready for the import pipeline.
+    pub bytes: Bytes,
+    /// Its hash.
+    pub hash: B256,
+    /// Its number.
+    pub number: u64,
+    /// How many of its transactions had to be fetched from the peer.
+    pub fetched: usize,
+}
+
+struct State {
+    known: FifoMap<B256, Bytes>,
+    blocks: FifoMap<B256, Arc<BlockParts>>,
+    seen_blocks: FifoMap<B256, ()>,
+}
+
+struct Inner {
+    network: Network,
+    config: GossipConfig,
+    admission: Arc<dyn TxAdmission>,
+    state: Mutex<State>,
+    batches: mpsc::UnboundedSender<(Option<NodeId>, Vec<Bytes>)>,
+    blocks_out: mpsc::Sender<ReceivedBlock>,
+}
+
+/// Gossip on a [`Network`]; clones share it.
+#[derive(Clone)]
+pub struct Gossip {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gossip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gossip").finish_non_exhaustive()
+    }
+}
+
+impl Gossip {
+    /// Starts gossip on `network`, admitting received transactions through `admission`;
+    /// rebuilt blocks arrive on the returned channel.
+    pub fn start(
+        network: Network,
+        admission: Arc<dyn TxAdmission>,
+        config: GossipConfig,
+    ) -> (Gossip, mpsc::Receiver<ReceivedBlock>) {
+        let (batches, batch_queue) = mpsc::unbounded_channel();
+        let (blocks_out, blocks) = mpsc::channel(64);
+        let txs = network.register(GROUP, TXS, config.backlog);
+        let compact = network.register(GROUP, COMPACT_BLOCK, config.backlog);
+        let requests = network.register(GROUP, BLOCK_TXS, config.backlog);
+        let gossip = Gossip {
+            inner: Arc::new(Inner {
+                network,
+                config,
+                admission,
+                state: Mutex::new(State {
+                    known: FifoMap::new(config.known_txs),
+                    blocks: FifoMap::new(config.kept_blocks),
+                    seen_blocks: FifoMap::new(config.kept_blocks * 16),
+                }),
+                batches,
+                blocks_out,
+            }),
+        };
+        tokio::spawn(gossip.clone().batch_loop(batch_queue));
+        tokio::spawn(gossip.clone().tx_loop(txs));
+        tokio::spawn(gossip.clone().compact_loop(compact));
+        tokio::spawn(gossip.clone().request_loop(requests));
+        (gossip, blocks)
+    }
+
+    /// Gossips transactions this node admitted itself (from RPC): those not seen before go
+    /// out in the next batch.
+    pub fn announce_txs(&self, txs: Vec<Bytes>) {
+        let fresh = self.remember(txs);
+        if !fresh.is_empty() {
+            let _ = self.inner.batches.send((None, fresh));
+        }
+    }
+
+    /// Sends a block (in its wire form) to every peer as a compact block, and keeps it to
+    /// answer their requests for its transactions.
+    pub fn announce_block(&self, block: &[u8]) -> Result<B256, GossipError> {
+        let parts = Arc::new(BlockParts::from_block(block)?);
+        let hash = parts.hash;
+        {
+            let mut state = self.inner.state.lock();
+            state.seen_blocks.insert(hash, ());
+            for (tx, tx_hash) in parts.txs.iter().zip(&parts.tx_hashes) {
+                state.known.insert(*tx_hash, tx.clone());
+            }
+            state.blocks.insert(hash, parts.clone());
+        }
+        self.send_compact(&parts, None)?;
+        Ok(hash)
+    }
+
+    /// How many transactions gossip remembers.
+    pub fn known_txs(&self) -> usize {
+        self.inner.state.lock().known.len()
+    }
+
+    fn send_compact(&self, parts: &BlockParts, except: Option<NodeId>) -> Result<(), NetError> {
+        let network = &self.inner.network;
+        let frame = network.frame(
+            ProtocolId::request(GROUP, COMPACT_BLOCK),
+            0,
+            Bytes::from(parts.compact().encode()),
+        );
+        network.broadcast(&frame, except)?;
+        Ok(())
+    }
+
+    /// Remembers `txs`; returns the ones not seen before.
+    fn remember(&self, txs: Vec<Bytes>) -> Vec<Bytes> {
+        let hashes: Vec<B256> = txs.iter().map(keccak256).collect();
+        let mut state = self.inner.state.lock();
+        txs.into_iter()
+            .zip(hashes)
+            .filter(|(tx, hash)| state.known.insert(*hash, tx.clone()))
+            .map(|(tx, _)| tx)
+            .collect()
+    }
+
+    async fn batch_loop(self, mut queue: mpsc::UnboundedReceiver<(Option<NodeId>, Vec<Bytes>)>) {
+        let config = self.inner.config;
+        // One pending batch per origin, so a batch never goes back to the peer it came from.
+        let mut pending: Vec<(Option<NodeId>, Vec<Bytes>, usize)> = Vec::new();
+        loop {
+            let next = if pending.is_empty() {
+                queue.recv().await
+            } else {
+                match tokio::time::timeout(config.batch_delay, queue.recv()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        for (origin, txs, _) in pending.drain(..) {
+                            self.send_batch(origin, &txs);
+                        }
+                        continue;
+                    }
+                }
+            };
+            let Some((origin, txs)) = next else { return };
+            let index = match pending.iter().position(|(o, _, _)| *o == origin) {
+                Some(index) => index,
+                None => {
+                    pending.push((origin, Vec::new(), 0));
+                    pending.len() - 1
+                }
+            };
+            let (_, batch, bytes) = &mut pending[index];
+            for tx in txs {
+                *bytes += tx.len();
+                batch.push(tx);
+                if batch.len() >= config.batch_txs || *bytes >= config.batch_bytes {
+                    self.send_batch(origin, batch);
+                    batch.clear();
+                    *bytes = 0;
+                }
+            }
+            pending.retain(|(_, batch, _)| !batch.is_empty());
+        }
+    }
+
+    fn send_batch(&self, origin: Option<NodeId>, txs: &[Bytes]) {
+        let network = &self.inner.network;
+        let payload = match encode_indexed(txs, |tx, out| out.extend_from_slice(tx)) {
+            Ok(payload) => payload,
+            Err(error) => {
+                tracing::warn!(%error, "tx batch not encodable");
+                return;
+            }
+        };
+        let frame = network.frame(ProtocolId::request(GROUP, TXS), 0, Bytes::from(payload));
+        if let Err(error) = network.broadcast(&frame, origin) {
+            tracing::warn!(%error, "tx batch not sent");
+        }
+        metrics::counter!("stave_gossip_txs_sent_total").increment(txs.len() as u64);
+    }
+
+    async fn tx_loop(self, mut inbound: mpsc::Receiver<Inbound>) {
+        while let Some(message) = inbound.recv().await {
+            let txs = match IndexedList::parse(&message.frame.payload) {
+                Ok(list) => list
+                    .iter()
+                    .map(|tx| message.frame.payload.slice_ref(tx))
+                    .collect::<Vec<_>>(),
+                Err(error) => {
+                    self.offence(message.peer, Offence::BadMessage, &error);
+                    continue;
+                }
+            };
+            metrics::counter!("stave_gossip_txs_received_total").increment(txs.len() as u64);
+            let fresh = self.remember(txs);
+            if fresh.is_empty() {
+                continue;
+            }
+            let admission = self.inner.admission.clone();
+            let admitted = tokio::task::spawn_blocking(move || {
+                let verdicts = admission.admit(&fresh);
+                fresh
+                    .into_iter()
+                    .zip(verdicts)
+                    .filter_map(|(tx, ok)| ok.then_some(tx))
+                    .collect::<Vec<_>>()
+            })
+            .await;
+            if let Ok(admitted) = admitted
+                && !admitted.is_empty()
+            {
+                metrics::counter!("stave_gossip_txs_admitted_total")
+                    .increment(admitted.len() as u64);
+                let _ = self.inner.batches.send((Some(message.peer), admitted));
+            }
+        }
+    }
+
+    async fn compact_loop(self, mut inbound: mpsc::Receiver<Inbound>) {
+        while let Some(message) = inbound.recv().await {
+            let compact =
+                match decode_compact(&message.frame.payload, self.inner.config.max_block_txs) {
+                    Ok(compact) => compact,
+                    Err(error) => {
+                        self.offence(message.peer, Offence::BadMessage, &error);
+                        continue;
+                    }
+                };
+            let rebuild = {
+                let mut state = self.inner.state.lock();
+                if !state.seen_blocks.insert(compact.hash, ()) {
+                    continue;
+                }
+                Rebuild::new(compact, &state.known)
+            };
+            // Fetching may take a round trip: do not hold up the next block's arrival.
+            tokio::spawn(self.clone().complete(message.peer, rebuild));
+        }
+    }
+
+    /// Fetches what `rebuild` lacks from `peer` (everything, if the body turns out not to
+    /// match), then hands the block on.
+    async fn complete(self, peer: NodeId, mut rebuild: Rebuild) {
+        let mut fetched = 0;
+        let mut fetched_all = false;
+        let parts = loop {
+            let missing = rebuild.missing();
+            fetched_all |= missing.len() == rebuild.slots.len();
+            if !missing.is_empty() {
+                match self.fetch(peer, rebuild.compact.hash, &missing).await {
+                    Ok(txs) if txs.len() == missing.len() => {
+                        fetched += txs.len();
+                        rebuild.fill(&missing, txs);
+                    }
+                    Ok(_) => {
+                        self.offence(peer, Offence::BadMessage, &"wrong number of txs");
+                        return;
+                    }
+                    Err(error) => {
+                        tracing::debug!(peer = %short_id(&peer), %error, "block txs not fetched");
+                        return;
+                    }
+                }
+            }
+            match rebuild.clone().finish() {
+                Ok(parts) => break parts,
+                // A short-id collision filled a slot wrongly: fetch the whole body once.
+                Err(CompactError::RootMismatch { .. }) if !fetched_all => {
+                    rebuild.slots.iter_mut().for_each(|slot| *slot = None);
+                }
+                Err(error) => {
+                    self.offence(peer, Offence::BadMessage, &error);
+                    return;
+                }
+            }
+        };
+        let bytes = match parts.encode() {
+            Ok(bytes) => Bytes::from(bytes),
+            Err(error) => {
+                tracing::warn!(%error, "rebuilt block not encodable");
+                return;
+            }
+        };
+        metrics::counter!("stave_gossip_blocks_received_total").increment(1);
+        metrics::counter!("stave_gossip_block_txs_fetched_total").increment(fetched as u64);
+        let parts = Arc::new(parts);
+        {
+            let mut state = self.inner.state.lock();
+            for (tx, hash) in parts.txs.iter().zip(&parts.tx_hashes) {
+                state.known.insert(*hash, tx.clone());
+            }
+            state.blocks.insert(parts.hash, parts.clone());
+        }
+        if let Err(error) = self.send_compact(&parts, Some(peer)) {
+            tracing::warn!(%error, "compact block not passed on");
+        }
+        let received = ReceivedBlock {
+            from: peer,
+            bytes,
+            hash: parts.hash,
+            number: parts.header.number,
+            fetched,
+        };
+        let _ = self.inner.blocks_out.send(received).await;
+    }
+
+    /// Asks `peer` for the transactions at `indexes` of block `hash`.
+    async fn fetch(
+        &self,
+        peer: NodeId,
+        hash: B256,
+        indexes: &[u32],
+    ) -> Result<Vec<Bytes>, GossipError> {
+        let mut request = Vec::with_capacity(32 + 4 * indexes.len());
+        request.extend_from_slice(hash.as_slice());
+        for index in indexes {
+            request.extend_from_slice(&index.to_le_bytes());
+        }
+        let response = self
+            .inner
+            .network
+            .request(
+                peer,
+                ProtocolId::request(GROUP, BLOCK_TXS),
+                0,
+                Bytes::from(request),
+            )
+            .await?;
+        let list = IndexedList::parse(&response).map_err(CompactError::from)?;
+        Ok(list.iter().map(|tx| response.slice_ref(tx)).collect())
+    }
+
+    async fn request_loop(self, mut inbound: mpsc::Receiver<Inbound>) {
+        while let Some(request) = inbound.recv().await {
+            let payload = &request.frame.payload;
+            if payload.len() < 32 || (payload.len() - 32) % 4 != 0 {
+                self.offence(
+                    request.peer,
+                    Offence::BadMessage,
+                    &"malformed block txs request",
+                );
+                continue;
+            }
+            let hash = B256::from_slice(&payload[..32]);
+            let block = self.inner.state.lock().blocks.get(&hash).cloned();
+            // An unknown block gets an empty list: the asker gives up on it.
+            let txs: Vec<Bytes> = match block {
+                Some(block) => payload[32..]
+                    .chunks_exact(4)
+                    .map_while(|index| {
+                        let index = u32::from_le_bytes([index[0], index[1], index[2], index[3]]);
+                        block.txs.get(index as usize).cloned()
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+            match encode_indexed(&txs, |tx, out| out.extend_from_slice(tx)) {
+                Ok(response) => {
+                    if let Err(error) = self
+                        .inner
+                        .network
+                        .respond(&request, Bytes::from(response))
+                        .await
+                    {
+                        tracing::debug!(%error, "block txs response not sent");
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "block txs response not encodable"),
+            }
+        }
+    }
+
+    fn offence(&self, peer: NodeId, offence: Offence, error: &dyn std::fmt::Display) {
+        tracing::debug!(peer = %short_id(&peer), %error, "bad gossip message");
+        self.inner.network.penalize(peer, offence);
+    }
+}
+
+/// Why gossip could not handle a block or a fetch.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GossipError {
+    /// The block or a response does not decode or match.
+    #[error(transparent)]
+    Compact(#[from] CompactError),
+    /// The network refused.
+    #[error(transparent)]
+    Net(#[from] NetError),
+}

@@ -1,0 +1,681 @@
+//! The peer manager: one TLS connection per peer, frames routed by protocol id, requests
+//! matched to responses by seq, static peers redialled with backoff, offenders scored and
+//! banned.
+//!
+//! Every connection runs two tasks. The reader decodes frames and routes them: a response
+//! (negative protocol id) to the request waiting on `(peer, seq)`, a request or broadcast to
+//! the channel its module registered. The writer drains a bounded queue of frames that were
+//! encoded (and compressed) once by whoever sent them, so a broadcast costs one compression
+//! however many peers it reaches.
+//!
+//! Both sides of a pair may dial each other at once. Both then keep the connection dialled
+//! by the node with the smaller id and close the other, so they agree without talking.
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicU32, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use tokio::{
+    io::{AsyncWriteExt, BufWriter},
+    net::{TcpListener, TcpStream},
+    sync::{mpsc, oneshot},
+};
+use tokio_rustls::TlsStream;
+use tokio_util::{
+    codec::{Decoder, FramedRead},
+    sync::CancellationToken,
+};
+
+use crate::{
+    frame::{
+        Frame, FrameCodec, FrameConfig, FrameError, HEADER_LEN, ProtocolId, VERSION, encode_frame,
+    },
+    score::{NodeId, Offence, PeerScores, ScoreConfig, Verdict},
+    tls::{NodeTls, TlsError},
+};
+
+/// A peer to keep connected: the name its certificate carries and where it listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticPeer {
+    /// The DNS name in its certificate (checked in the handshake).
+    pub name: String,
+    /// Its listening address.
+    pub address: SocketAddr,
+}
+
+/// How the peer manager listens, dials and limits.
+#[derive(Debug, Clone)]
+pub struct NetworkConfig {
+    /// Where to accept peers.
+    pub listen: SocketAddr,
+    /// Peers to dial and keep connected.
+    pub peers: Vec<StaticPeer>,
+    /// Frame limits and compression.
+    pub frame: FrameConfig,
+    /// Scoring and bans.
+    pub score: ScoreConfig,
+    /// How long a request waits for its response.
+    pub request_timeout: Duration,
+    /// How long a TLS handshake may take.
+    pub handshake_timeout: Duration,
+    /// First wait before redialling a peer; doubles on every failure.
+    pub backoff_min: Duration,
+    /// Longest wait before redialling.
+    pub backoff_max: Duration,
+    /// Frames queued for one peer before sends to it fail (or wait).
+    pub send_queue: usize,
+}
+
+impl NetworkConfig {
+    /// Defaults for a node listening on `listen` and dialling `peers`.
+    pub fn new(listen: SocketAddr, peers: Vec<StaticPeer>) -> Self {
+        Self {
+            listen,
+            peers,
+            frame: FrameConfig::default(),
+            score: ScoreConfig::default(),
+            request_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(30),
+            send_queue: 1024,
+        }
+    }
+}
+
+/// Why a network operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// The listening socket could not be opened.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address.
+        address: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// No connection to that peer.
+    #[error("peer {} is not connected", short_id(.0))]
+    NotConnected(NodeId),
+    /// The peer's send queue is full (it reads too slowly).
+    #[error("send queue of peer {} is full", short_id(.0))]
+    QueueFull(NodeId),
+    /// The peer did not answer in time.
+    #[error("peer {} did not answer within {timeout:?}", short_id(.peer))]
+    Timeout {
+        /// The peer.
+        peer: NodeId,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// The connection closed before the answer came.
+    #[error("peer {} disconnected before answering", short_id(.0))]
+    Disconnected(NodeId),
+    /// The frame could not be encoded (too large).
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+}
+
+/// The first 4 bytes of a node id in hex: enough to tell peers apart in logs and metrics.
+pub fn short_id(id: &NodeId) -> String {
+    id[..4].iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// A frame from a peer, for the module it was addressed to.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    /// Who sent it.
+    pub peer: NodeId,
+    /// The frame, payload decompressed.
+    pub frame: Frame,
+}
+
+struct Link {
+    connection: u64,
+    dialer: NodeId,
+    outbound: mpsc::Sender<Bytes>,
+    closed: CancellationToken,
+}
+
+struct Shared {
+    local: NodeId,
+    tls: NodeTls,
+    config: NetworkConfig,
+    links: Mutex<HashMap<NodeId, Link>>,
+    modules: Mutex<HashMap<ProtocolId, mpsc::Sender<Inbound>>>,
+    pending: Mutex<HashMap<(NodeId, u32), oneshot::Sender<Frame>>>,
+    scores: Mutex<PeerScores>,
+    seq: AtomicU32,
+    connections: AtomicU64,
+    shutdown: CancellationToken,
+}
+
+/// A running peer manager; clones share it. Dropping every clone does not stop it: call
+/// [`Network::shutdown`].
+#[derive(Clone)]
+pub struct Network {
+    shared: Arc<Shared>,
+    local_addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Network")
+            .field("local", &short_id(&self.shared.local))
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Network {
+    /// Listens on `config.listen` and starts dialling the static peers, as `local`
+    /// (this node's id) with `tls`. Runs on the current tokio runtime.
+    pub async fn start(
+        config: NetworkConfig,
+        tls: NodeTls,
+        local: NodeId,
+    ) -> Result<Network, NetError> {
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| NetError::Listen {
+                    address: config.listen,
+                    source,
+                })?;
+        let local_addr = listener.local_addr().map_err(|source| NetError::Listen {
+            address: config.listen,
+            source,
+        })?;
+        let peers = config.peers.clone();
+        let shared = Arc::new(Shared {
+            local,
+            tls,
+            scores: Mutex::new(PeerScores::new(config.score)),
+            config,
+            links: Mutex::default(),
+            modules: Mutex::default(),
+            pending: Mutex::default(),
+            seq: AtomicU32::new(0),
+            connections: AtomicU64::new(0),
+            shutdown: CancellationToken::new(),
+        });
+        tokio::spawn(accept_loop(shared.clone(), listener));
+        for peer in peers {
+            tokio::spawn(dial_loop(shared.clone(), peer));
+        }
+        Ok(Network { shared, local_addr })
+    }
+
+    /// This node's id.
+    pub fn local_id(&self) -> NodeId {
+        self.shared.local
+    }
+
+    /// The address it listens on (with the port the OS chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The frame limits in force (for callers that encode frames themselves).
+    pub fn frame_config(&self) -> &FrameConfig {
+        &self.shared.config.frame
+    }
+
+    /// Routes requests and broadcasts for `module` of `group` to the returned channel,
+    /// which buffers `backlog` frames; beyond that, frames are dropped (and counted).
+    /// Registering a module again replaces the earlier channel.
+    pub fn register(&self, group: i16, module: u16, backlog: usize) -> mpsc::Receiver<Inbound> {
+        let (sender, receiver) = mpsc::channel(backlog.max(1));
+        self.shared
+            .modules
+            .lock()
+            .insert(ProtocolId::request(group, module), sender);
+        receiver
+    }
+
+    /// The peers connected now.
+    pub fn peers(&self) -> Vec<NodeId> {
+        self.shared.links.lock().keys().copied().collect()
+    }
+
+    /// A frame with this node's version and a fresh seq.
+    pub fn frame(&self, protocol_id: ProtocolId, packet_type: u16, payload: Bytes) -> Frame {
+        Frame {
+            version: VERSION,
+            protocol_id,
+            packet_type,
+            seq: self.shared.seq.fetch_add(1, Ordering::Relaxed),
+            payload,
+        }
+    }
+
+    /// Sends `frame` to `peer`, waiting while its queue is full.
+    pub async fn send(&self, peer: NodeId, frame: &Frame) -> Result<(), NetError> {
+        let encoded = self.encode(frame)?;
+        let outbound = self
+            .shared
+            .outbound(&peer)
+            .ok_or(NetError::NotConnected(peer))?;
+        outbound
+            .send(encoded)
+            .await
+            .map_err(|_| NetError::NotConnected(peer))
+    }
+
+    /// Sends `frame` to every connected peer but `except`, encoding (and compressing) it
+    /// once; a peer whose queue is full misses it. Returns how many peers it was queued for.
+    pub fn broadcast(&self, frame: &Frame, except: Option<NodeId>) -> Result<usize, NetError> {
+        let encoded = self.encode(frame)?;
+        let targets: Vec<(NodeId, mpsc::Sender<Bytes>)> = self
+            .shared
+            .links
+            .lock()
+            .iter()
+            .filter(|(id, _)| Some(**id) != except)
+            .map(|(id, link)| (*id, link.outbound.clone()))
+            .collect();
+        let mut queued = 0;
+        for (peer, outbound) in targets {
+            match outbound.try_send(encoded.clone()) {
+                Ok(()) => queued += 1,
+                Err(_) => {
+                    metrics::counter!("stave_net_dropped_frames_total", "reason" => "queue_full")
+                        .increment(1);
+                    tracing::debug!(peer = %short_id(&peer), "send queue full; broadcast dropped");
+                }
+            }
+        }
+        Ok(queued)
+    }
+
+    /// Sends a request to `peer` and waits for its response's payload. A peer that does
+    /// not answer in time is charged an [`Offence::Timeout`].
+    pub async fn request(
+        &self,
+        peer: NodeId,
+        protocol_id: ProtocolId,
+        packet_type: u16,
+        payload: Bytes,
+    ) -> Result<Bytes, NetError> {
+        let frame = self.frame(protocol_id, packet_type, payload);
+        let (sender, receiver) = oneshot::channel();
+        self.shared.pending.lock().insert((peer, frame.seq), sender);
+        if let Err(error) = self.send(peer, &frame).await {
+            self.shared.pending.lock().remove(&(peer, frame.seq));
+            return Err(error);
+        }
+        let timeout = self.shared.config.request_timeout;
+        match tokio::time::timeout(timeout, receiver).await {
+            Ok(Ok(response)) => Ok(response.payload),
+            Ok(Err(_)) => Err(NetError::Disconnected(peer)),
+            Err(_) => {
+                self.shared.pending.lock().remove(&(peer, frame.seq));
+                self.penalize(peer, Offence::Timeout);
+                Err(NetError::Timeout { peer, timeout })
+            }
+        }
+    }
+
+    /// Answers `request` with `payload` (same module, packet type and seq).
+    pub async fn respond(&self, request: &Inbound, payload: Bytes) -> Result<(), NetError> {
+        let frame = Frame {
+            version: VERSION,
+            protocol_id: request.frame.protocol_id.response(),
+            packet_type: request.frame.packet_type,
+            seq: request.frame.seq,
+            payload,
+        };
+        self.send(request.peer, &frame).await
+    }
+
+    /// Charges `peer` for `offence`; a peer whose score falls below the threshold is
+    /// disconnected and refused until its ban ends.
+    pub fn penalize(&self, peer: NodeId, offence: Offence) -> Verdict {
+        self.shared.penalize(peer, offence)
+    }
+
+    /// True while `peer` is banned.
+    pub fn is_banned(&self, peer: &NodeId) -> bool {
+        self.shared.scores.lock().is_banned(peer, Instant::now())
+    }
+
+    /// Stops listening and dialling and closes every connection.
+    pub fn shutdown(&self) {
+        self.shared.shutdown.cancel();
+        for (_, link) in self.shared.links.lock().drain() {
+            link.closed.cancel();
+        }
+    }
+
+    fn encode(&self, frame: &Frame) -> Result<Bytes, NetError> {
+        Ok(encode_frame(frame, &self.shared.config.frame)?)
+    }
+}
+
+impl Shared {
+    fn outbound(&self, peer: &NodeId) -> Option<mpsc::Sender<Bytes>> {
+        self.links
+            .lock()
+            .get(peer)
+            .map(|link| link.outbound.clone())
+    }
+
+    fn penalize(&self, peer: NodeId, offence: Offence) -> Verdict {
+        let verdict = self.scores.lock().penalize(peer, offence, Instant::now());
+        metrics::counter!("stave_net_offences_total", "offence" => format!("{offence:?}"))
+            .increment(1);
+        if let Verdict::Banned(_) = verdict {
+            tracing::warn!(peer = %short_id(&peer), ?offence, "peer banned");
+            if let Some(link) = self.links.lock().remove(&peer) {
+                link.closed.cancel();
+            }
+        }
+        verdict
+    }
+
+    /// Takes a connection whose handshake succeeded, unless the peer is banned, is this
+    /// node, or already has the connection that wins the tie-break.
+    fn admit(
+        self: &Arc<Self>,
+        stream: TlsStream<TcpStream>,
+        peer: NodeId,
+        dialer: NodeId,
+    ) -> Option<CancellationToken> {
+        if peer == self.local || self.scores.lock().is_banned(&peer, Instant::now()) {
+            return None;
+        }
+        let (outbound, queue) = mpsc::channel(self.config.send_queue.max(1));
+        let closed = self.shutdown.child_token();
+        let connection = self.connections.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut links = self.links.lock();
+            if let Some(existing) = links.get(&peer) {
+                // The connection dialled by the smaller id wins; between two dialled by the
+                // same node, the newer (the old one may be dead and not yet noticed).
+                if existing.dialer < dialer {
+                    return None;
+                }
+                existing.closed.cancel();
+            }
+            links.insert(
+                peer,
+                Link {
+                    connection,
+                    dialer,
+                    outbound,
+                    closed: closed.clone(),
+                },
+            );
+            metrics::gauge!("stave_net_peers").set(links.len() as f64);
+        }
+        tracing::info!(peer = %short_id(&peer), "peer connected");
+        let (reader, writer) = tokio::io::split(stream);
+        tokio::spawn(write_loop(writer, queue, peer, closed.clone()));
+        tokio::spawn(read_loop(
+            self.clone(),
+            reader,
+            peer,
+            connection,
+            closed.clone(),
+        ));
+        Some(closed)
+    }
+
+    /// Forgets connection `connection` of `peer` (if it is still the current one) and fails
+    /// the requests waiting on it.
+    fn forget(&self, peer: NodeId, connection: u64) {
+        let mut links = self.links.lock();
+        if links
+            .get(&peer)
+            .is_some_and(|link| link.connection == connection)
+        {
+            links.remove(&peer);
+            metrics::gauge!("stave_net_peers").set(links.len() as f64);
+            drop(links);
+            self.pending
+                .lock()
+                .retain(|(waiting_on, _), _| *waiting_on != peer);
+            tracing::info!(peer = %short_id(&peer), "peer disconnected");
+        }
+    }
+
+    fn route(&self, peer: NodeId, frame: Frame) {
+        if frame.protocol_id.is_response() {
+            let waiting = self.pending.lock().remove(&(peer, frame.seq));
+            // A late or unsolicited response is dropped: the request already timed out.
+            if let Some(waiting) = waiting {
+                let _ = waiting.send(frame);
+            }
+            return;
+        }
+        let module = self.modules.lock().get(&frame.protocol_id).cloned();
+        match module {
+            Some(module) => {
+                if module.try_send(Inbound { peer, frame }).is_err() {
+                    metrics::counter!("stave_net_dropped_frames_total", "reason" => "backlog")
+                        .increment(1);
+                }
+            }
+            None => {
+                self.penalize(peer, Offence::UnknownModule);
+            }
+        }
+    }
+}
+
+/// Counts a frame's bytes: `wire` as sent, `raw` with the payload uncompressed; per module
+/// and per peer.
+fn count_bytes(direction: &'static str, module: u16, peer: &NodeId, wire: usize, raw: usize) {
+    let module = module.to_string();
+    metrics::counter!("stave_net_bytes_total", "direction" => direction, "kind" => "wire", "module" => module.clone())
+        .increment(wire as u64);
+    metrics::counter!("stave_net_bytes_total", "direction" => direction, "kind" => "raw", "module" => module)
+        .increment(raw as u64);
+    metrics::counter!("stave_net_peer_bytes_total", "direction" => direction, "peer" => short_id(peer))
+        .increment(wire as u64);
+}
+
+/// The frame codec, counting what each decoded frame cost on the wire.
+struct CountingCodec {
+    codec: FrameCodec,
+    peer: NodeId,
+}
+
+impl Decoder for CountingCodec {
+    type Item = Frame;
+    type Error = FrameError;
+
+    fn decode(&mut self, src: &mut bytes::BytesMut) -> Result<Option<Frame>, FrameError> {
+        let before = src.len();
+        let frame = self.codec.decode(src)?;
+        if let Some(frame) = &frame {
+            let wire = before - src.len();
+            let raw = HEADER_LEN + frame.payload.len();
+            count_bytes("in", frame.protocol_id.module(), &self.peer, wire, raw);
+        }
+        Ok(frame)
+    }
+}
+
+async fn read_loop(
+    shared: Arc<Shared>,
+    reader: tokio::io::ReadHalf<TlsStream<TcpStream>>,
+    peer: NodeId,
+    connection: u64,
+    closed: CancellationToken,
+) {
+    let codec = CountingCodec {
+        codec: FrameCodec::new(shared.config.frame),
+        peer,
+    };
+    let mut frames = FramedRead::new(reader, codec);
+    loop {
+        let next = tokio::select! {
+            () = closed.cancelled() => break,
+            next = frames.next() => next,
+        };
+        match next {
+            Some(Ok(frame)) => shared.route(peer, frame),
+            Some(Err(error)) => {
+                tracing::warn!(peer = %short_id(&peer), %error, "closing connection");
+                if let Some(offence) = error.offence() {
+                    shared.penalize(peer, offence);
+                }
+                break;
+            }
+            None => break,
+        }
+    }
+    closed.cancel();
+    shared.forget(peer, connection);
+}
+
+async fn write_loop(
+    writer: tokio::io::WriteHalf<TlsStream<TcpStream>>,
+    mut queue: mpsc::Receiver<Bytes>,
+    peer: NodeId,
+    closed: CancellationToken,
+) {
+    let mut writer = BufWriter::with_capacity(256 << 10, writer);
+    let result: std::io::Result<()> = async {
+        loop {
+            let first = tokio::select! {
+                () = closed.cancelled() => return Ok(()),
+                first = queue.recv() => first,
+            };
+            let Some(first) = first else { return Ok(()) };
+            write_counted(&mut writer, &first, &peer).await?;
+            // Coalesce what is already queued into one flush.
+            while let Ok(more) = queue.try_recv() {
+                write_counted(&mut writer, &more, &peer).await?;
+            }
+            writer.flush().await?;
+        }
+    }
+    .await;
+    if let Err(error) = result {
+        tracing::debug!(peer = %short_id(&peer), %error, "write failed");
+    }
+    closed.cancel();
+    let _ = writer.shutdown().await;
+}
+
+async fn write_counted(
+    writer: &mut BufWriter<tokio::io::WriteHalf<TlsStream<TcpStream>>>,
+    encoded: &Bytes,
+    peer: &NodeId,
+) -> std::io::Result<()> {
+    writer.write_all(encoded).await?;
+    count_encoded("out", encoded, peer);
+    Ok(())
+}
+
+/// Counts an encoded frame: its raw size comes from the Snappy length of a compressed
+/// payload.
+fn count_encoded(direction: &'static str, encoded: &[u8], peer: &NodeId) {
+    let module = ProtocolId(i32::from_be_bytes([
+        encoded[6], encoded[7], encoded[8], encoded[9],
+    ]))
+    .module();
+    let compressed = u16::from_be_bytes([encoded[4], encoded[5]]) & crate::frame::COMPRESSED != 0;
+    let payload = &encoded[HEADER_LEN..];
+    let raw = if compressed {
+        snap::raw::decompress_len(payload).unwrap_or(payload.len())
+    } else {
+        payload.len()
+    };
+    count_bytes(direction, module, peer, encoded.len(), HEADER_LEN + raw);
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    loop {
+        let accepted = tokio::select! {
+            () = shared.shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((socket, address)) = accepted else {
+            continue;
+        };
+        let _ = socket.set_nodelay(true);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let handshake =
+                tokio::time::timeout(shared.config.handshake_timeout, shared.tls.accept(socket))
+                    .await;
+            match handshake {
+                Ok(Ok((stream, peer))) => {
+                    shared.admit(stream, peer, peer);
+                }
+                Ok(Err(error)) => refused(&address, &error),
+                Err(_) => tracing::debug!(%address, "handshake timed out"),
+            }
+        });
+    }
+}
+
+fn refused(address: &SocketAddr, error: &TlsError) {
+    metrics::counter!("stave_net_refused_total").increment(1);
+    tracing::debug!(%address, %error, "peer refused");
+}
+
+/// Keeps `peer` connected: dials it, waits while connected (by either side's dial), and
+/// redials after a disconnect, backing off exponentially while dials fail.
+async fn dial_loop(shared: Arc<Shared>, peer: StaticPeer) {
+    let mut backoff = shared.config.backoff_min;
+    let mut known: Option<NodeId> = None;
+    loop {
+        if shared.shutdown.is_cancelled() {
+            return;
+        }
+        let current = known.and_then(|id| shared.links.lock().get(&id).map(|l| l.closed.clone()));
+        if let Some(closed) = current {
+            closed.cancelled().await;
+            backoff = shared.config.backoff_min;
+            continue;
+        }
+        match dial(&shared, &peer).await {
+            Ok((id, Some(closed))) => {
+                known = Some(id);
+                backoff = shared.config.backoff_min;
+                closed.cancelled().await;
+                continue;
+            }
+            // Connected, but the peer's own connection to us won the tie-break (or it is
+            // banned): wait on that one, or back off.
+            Ok((id, None)) => known = Some(id),
+            Err(error) => refused(&peer.address, &error),
+        }
+        tokio::select! {
+            () = shared.shutdown.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(shared.config.backoff_max);
+    }
+}
+
+async fn dial(
+    shared: &Arc<Shared>,
+    peer: &StaticPeer,
+) -> Result<(NodeId, Option<CancellationToken>), TlsError> {
+    let limit = shared.config.handshake_timeout;
+    let timed_out = || TlsError::Io(std::io::Error::from(std::io::ErrorKind::TimedOut));
+    let socket = tokio::time::timeout(limit, TcpStream::connect(peer.address))
+        .await
+        .map_err(|_| timed_out())??;
+    let _ = socket.set_nodelay(true);
+    let (stream, id) = tokio::time::timeout(limit, shared.tls.connect(&peer.name, socket))
+        .await
+        .map_err(|_| timed_out())??;
+    let local = shared.local;
+    Ok((id, shared.admit(stream, id, local)))
+}
