@@ -26,3 +26,18 @@ pub fn frame(data: &[u8]) {
         assert_eq!(decoded, frame);
     }
 }
+
+/// Most transactions the `compact` target lets a block declare.
+const MAX_TXS: usize = 1 << 12;
+
+/// The compact-block and block-splitting decoders over arbitrary bytes: a typed error, or
+/// a value whose encoding is exactly the input (both forms are canonical).
+pub fn compact(data: &[u8]) {
+    if let Ok(compact) = stave_net::decode_compact(data, MAX_TXS) {
+        assert!(compact.short_ids.len() <= MAX_TXS);
+        assert_eq!(compact.encode(), data);
+    }
+    if let Ok(block) = stave_net::BlockParts::from_block(data) {
+        assert_eq!(block.encode().expect("a decoded block re-encodes"), data);
+    }
+}

@@ -344,6 +344,11 @@ impl Network {
         self.shared.penalize(peer, offence)
     }
 
+    /// `peer`'s score.
+    pub fn score(&self, peer: &NodeId) -> i32 {
+        self.shared.scores.lock().score(peer)
+    }
+
     /// True while `peer` is banned.
     pub fn is_banned(&self, peer: &NodeId) -> bool {
         self.shared.scores.lock().is_banned(peer, Instant::now())

@@ -116,6 +116,13 @@ impl PeerScores {
         Verdict::Keep(state.score)
     }
 
+    /// `peer`'s score now (a peer never charged has the initial score).
+    pub fn score(&self, peer: &NodeId) -> i32 {
+        self.peers
+            .get(peer)
+            .map_or(self.config.initial, |state| state.score)
+    }
+
     /// True while `peer` is banned; an expired ban is lifted and the score reset.
     pub fn is_banned(&mut self, peer: &NodeId, now: Instant) -> bool {
         let initial = self.config.initial;

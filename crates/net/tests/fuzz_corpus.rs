@@ -1,18 +1,45 @@
-//! Replays the checked-in `frame` fuzz corpus (`fuzz/corpus/frame/`) through the checks
-//! the fuzz target runs, so every finding stays fixed under plain `cargo test`.
+//! Replays the checked-in fuzz corpora of the network's decoders (`fuzz/corpus/frame/`,
+//! `fuzz/corpus/compact/`) through the checks the fuzz targets run, so every finding stays
+//! fixed under plain `cargo test`.
 
 use std::path::Path;
+
+use proptest::prelude::*;
 
 #[path = "../../../fuzz/net_checks.rs"]
 mod net_checks;
 
-#[test]
-fn frame_corpus_holds() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/frame");
+fn replay(target: &str, check: fn(&[u8])) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
     let mut count = 0;
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        net_checks::frame(&std::fs::read(entry.expect("entry").path()).expect("corpus file"));
+        check(&std::fs::read(entry.expect("entry").path()).expect("corpus file"));
         count += 1;
     }
-    assert!(count > 0);
+    assert!(count > 0, "{target}: empty corpus");
+}
+
+#[test]
+fn frame_corpus_holds() {
+    replay("frame", net_checks::frame);
+}
+
+#[test]
+fn compact_corpus_holds() {
+    replay("compact", net_checks::compact);
+}
+
+// Random inputs beyond the corpus, on every test run.
+proptest! {
+    #[test]
+    fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+        net_checks::compact(&data);
+    }
+
+    #[test]
+    fn arbitrary_frame_streams_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+        net_checks::frame(&data);
+    }
 }
