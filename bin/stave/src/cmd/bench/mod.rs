@@ -7,6 +7,7 @@ mod checkqueue;
 mod codec;
 mod commit;
 mod exec;
+mod net;
 mod pipeline;
 mod sign;
 mod state;
@@ -38,6 +39,9 @@ pub enum BenchCommand {
     Sign(sign::SignArgs),
     /// The state layers: cold state on disk, blocks without and with prefetch (DESIGN.md §5).
     State(state::StateArgs),
+    /// The network: compression and compact-block savings, Snappy speed, loopback
+    /// throughput with compression off and on (DESIGN.md §5).
+    Net(net::NetArgs),
 }
 
 /// A workload to sign, execute and import.
@@ -137,6 +141,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Commit(args) => commit::run(args),
         BenchCommand::Sign(args) => sign::run(args),
         BenchCommand::State(args) => state::run(args),
+        BenchCommand::Net(args) => net::run(args),
     }
 }
 

@@ -1,0 +1,298 @@
+//! `stave bench net`: what compression and compact blocks save on the wire, what Snappy
+//! costs, and loopback throughput between two nodes over mutual TLS with compression off
+//! and on (DESIGN.md §5).
+
+use std::{
+    collections::HashSet,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use bytes::Bytes;
+use clap::Args;
+use serde::Serialize;
+use stave_codec::{encode_block, encode_indexed};
+use stave_net::{
+    BlockParts, ChainCa, Frame, FrameConfig, Network, NetworkConfig, NodeTls, ProtocolId,
+    StaticPeer, encode_frame, frame::VERSION,
+};
+use stave_primitives::{Address, Block, Header, SignedTx};
+use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
+
+use super::{Output, median_time, ratio};
+
+/// Arguments of `stave bench net`.
+#[derive(Debug, Args)]
+pub struct NetArgs {
+    /// Transactions in the transfer block.
+    #[arg(long, default_value_t = 2_500)]
+    block_txs: usize,
+    /// Transactions in the ERC-20 block.
+    #[arg(long, default_value_t = 1_000)]
+    erc20_txs: usize,
+    /// Transactions in a gossip batch.
+    #[arg(long, default_value_t = 1_000)]
+    batch_txs: usize,
+    /// Timed runs of each compression; the median is reported.
+    #[arg(long, default_value_t = 30)]
+    runs: usize,
+    /// Megabytes of payload each loopback run sends.
+    #[arg(long, default_value_t = 200)]
+    loopback_mb: usize,
+    /// Loopback runs per mode, interleaved; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    loopback_runs: usize,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// One payload's sizes and Snappy speeds.
+#[derive(Debug, Serialize)]
+struct PayloadReport {
+    payload: &'static str,
+    /// The frame as it would go uncompressed (header included).
+    raw_bytes: usize,
+    /// The frame as sent (compressed above 1 KiB; for the compact block, its compact form).
+    wire_bytes: usize,
+    ratio: f64,
+    compress_mb_s: f64,
+    decompress_mb_s: f64,
+}
+
+/// Loopback throughput of payload bytes, compression off and on.
+#[derive(Debug, Serialize)]
+struct LoopbackReport {
+    payload: &'static str,
+    mb_s_plain: f64,
+    mb_s_compressed: f64,
+    /// Throughput lost to compression: 1 - compressed / plain.
+    compression_cost: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    payloads: Vec<PayloadReport>,
+    loopback: LoopbackReport,
+    loopback_erc20: LoopbackReport,
+}
+
+fn block(txs: Vec<SignedTx>) -> anyhow::Result<Vec<u8>> {
+    let mut block = Block {
+        header: Header {
+            number: 1,
+            ..Header::default()
+        },
+        transactions: txs,
+    };
+    block.header.transactions_root = block.compute_transactions_root();
+    Ok(encode_block(&block)?)
+}
+
+fn frame(payload: Bytes) -> Frame {
+    Frame {
+        version: VERSION,
+        protocol_id: ProtocolId::request(0, 1),
+        packet_type: 0,
+        seq: 0,
+        payload,
+    }
+}
+
+fn mb_s(bytes: usize, time: Duration) -> f64 {
+    ratio(bytes as f64 / 1e6, time.as_secs_f64())
+}
+
+/// Sizes and Snappy speeds of `payload`; `raw_of` is what its ratio is taken against
+/// (the payload itself, or the full block a compact block stands for).
+fn measure(
+    name: &'static str,
+    payload: &[u8],
+    raw_of: &[u8],
+    runs: usize,
+) -> anyhow::Result<PayloadReport> {
+    let config = FrameConfig::default();
+    let raw_bytes = encode_frame(
+        &frame(Bytes::copy_from_slice(raw_of)),
+        &FrameConfig {
+            compress_above: None,
+            ..config
+        },
+    )?
+    .len();
+    let wire_bytes = encode_frame(&frame(Bytes::copy_from_slice(payload)), &config)?.len();
+    let compressed = snap::raw::Encoder::new().compress_vec(payload)?;
+    anyhow::ensure!(snap::raw::Decoder::new().decompress_vec(&compressed)? == payload);
+    let compress = median_time(runs, || snap::raw::Encoder::new().compress_vec(payload));
+    let decompress = median_time(runs, || {
+        snap::raw::Decoder::new().decompress_vec(&compressed)
+    });
+    Ok(PayloadReport {
+        payload: name,
+        raw_bytes,
+        wire_bytes,
+        ratio: ratio(wire_bytes as f64, raw_bytes as f64),
+        compress_mb_s: mb_s(payload.len(), compress),
+        decompress_mb_s: mb_s(payload.len(), decompress),
+    })
+}
+
+/// Two nodes of one chain on loopback, the second dialling the first.
+async fn pair(ca: &ChainCa, frame: FrameConfig) -> anyhow::Result<(Network, Network)> {
+    let identities = [ca.issue("node0.stave")?, ca.issue("node1.stave")?];
+    let ids = [identities[0].node_id()?, identities[1].node_id()?];
+    let allowed: HashSet<_> = ids.into();
+    let start = |i: usize, peers: Vec<StaticPeer>| {
+        let mut config = NetworkConfig::new(([127, 0, 0, 1], 0).into(), peers);
+        config.frame = frame;
+        let tls = NodeTls::new(&ca.certificate(), &identities[i], allowed.clone());
+        async move { anyhow::Ok(Network::start(config, tls?, ids[i]).await?) }
+    };
+    let receiver = start(0, vec![]).await?;
+    let sender = start(
+        1,
+        vec![StaticPeer {
+            name: "node0.stave".into(),
+            address: receiver.local_addr(),
+        }],
+    )
+    .await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sender.peers().is_empty() || receiver.peers().is_empty() {
+        anyhow::ensure!(Instant::now() < deadline, "loopback peers did not connect");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok((sender, receiver))
+}
+
+/// Sends `payload` from one node to the other until `total` bytes have arrived; returns
+/// the wall time from the first send to the last arrival.
+async fn loopback(
+    ca: &ChainCa,
+    compress: bool,
+    payload: &Bytes,
+    total: usize,
+) -> anyhow::Result<Duration> {
+    let config = FrameConfig {
+        compress_above: compress.then_some(1024),
+        ..FrameConfig::default()
+    };
+    let (sender, receiver) = pair(ca, config).await?;
+    let mut inbox = receiver.register(0, 1, 4096);
+    let frames = total.div_ceil(payload.len());
+    let peer = receiver.local_id();
+    let start = Instant::now();
+    let sending = {
+        let sender = sender.clone();
+        let frame = frame(payload.clone());
+        tokio::spawn(async move {
+            for _ in 0..frames {
+                sender.send(peer, &frame).await?;
+            }
+            anyhow::Ok(())
+        })
+    };
+    for _ in 0..frames {
+        let got = tokio::time::timeout(Duration::from_secs(60), inbox.recv())
+            .await
+            .context("loopback stalled")?
+            .context("loopback closed")?;
+        anyhow::ensure!(got.frame.payload.len() == payload.len());
+    }
+    let elapsed = start.elapsed();
+    sending.await??;
+    sender.shutdown();
+    receiver.shutdown();
+    Ok(elapsed)
+}
+
+async fn loopback_report(
+    ca: &ChainCa,
+    name: &'static str,
+    payload: &Bytes,
+    args: &NetArgs,
+) -> anyhow::Result<LoopbackReport> {
+    let total = args.loopback_mb << 20;
+    let (mut plain, mut compressed) = (Vec::new(), Vec::new());
+    for _ in 0..args.loopback_runs.max(1) {
+        plain.push(loopback(ca, false, payload, total).await?);
+        compressed.push(loopback(ca, true, payload, total).await?);
+    }
+    plain.sort();
+    compressed.sort();
+    let sent = total.div_ceil(payload.len()) * payload.len();
+    let mb_s_plain = mb_s(sent, plain[plain.len() / 2]);
+    let mb_s_compressed = mb_s(sent, compressed[compressed.len() / 2]);
+    Ok(LoopbackReport {
+        payload: name,
+        mb_s_plain,
+        mb_s_compressed,
+        compression_cost: ratio(mb_s_plain - mb_s_compressed, mb_s_plain),
+    })
+}
+
+/// Runs the net bench.
+pub fn run(args: NetArgs) -> anyhow::Result<()> {
+    let builder = TxBuilder::new(1337, 1_000_000_000);
+    let transfers = signed_workload(WorkloadKind::Transfer, &builder, args.block_txs)?;
+    let token = Address::with_last_byte(0xe2);
+    let erc20 = signed_workload(WorkloadKind::Erc20 { token }, &builder, args.erc20_txs)?;
+    let batch: Vec<Vec<u8>> = signed_workload(WorkloadKind::Transfer, &builder, args.batch_txs)?
+        .iter()
+        .map(SignedTx::encoded)
+        .collect();
+    let transfer_block = block(transfers)?;
+    let erc20_block = block(erc20)?;
+    let tx_batch = encode_indexed(&batch, |tx, out| out.extend_from_slice(tx))?;
+    let compact = BlockParts::from_block(&transfer_block)?.compact().encode();
+    let payloads = vec![
+        measure(
+            "transfer_block",
+            &transfer_block,
+            &transfer_block,
+            args.runs,
+        )?,
+        measure("erc20_block", &erc20_block, &erc20_block, args.runs)?,
+        measure("tx_batch", &tx_batch, &tx_batch, args.runs)?,
+        measure(
+            "compact_transfer_block",
+            &compact,
+            &transfer_block,
+            args.runs,
+        )?,
+    ];
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let ca = ChainCa::generate("stave bench chain")?;
+    let (loopback, loopback_erc20) = runtime.block_on(async {
+        let transfer =
+            loopback_report(&ca, "transfer_block", &Bytes::from(transfer_block), &args).await?;
+        let erc20 = loopback_report(&ca, "erc20_block", &Bytes::from(erc20_block), &args).await?;
+        anyhow::Ok((transfer, erc20))
+    })?;
+    let report = Report {
+        payloads,
+        loopback,
+        loopback_erc20,
+    };
+    println!(
+        "{:<24} {:>10} {:>10} {:>7} {:>12} {:>14}",
+        "payload", "raw B", "wire B", "ratio", "compress MB/s", "decompress MB/s"
+    );
+    for p in &report.payloads {
+        println!(
+            "{:<24} {:>10} {:>10} {:>7.3} {:>12.1} {:>14.1}",
+            p.payload, p.raw_bytes, p.wire_bytes, p.ratio, p.compress_mb_s, p.decompress_mb_s
+        );
+    }
+    for l in [&report.loopback, &report.loopback_erc20] {
+        println!(
+            "loopback {:<15} plain {:>8.1} MB/s  compressed {:>8.1} MB/s  cost {:>6.1}%",
+            l.payload,
+            l.mb_s_plain,
+            l.mb_s_compressed,
+            l.compression_cost * 100.0
+        );
+    }
+    args.output.finish(&report)
+}
