@@ -34,12 +34,24 @@ pub const TXS: u16 = 1;
 pub const COMPACT_BLOCK: u16 = 2;
 /// Module of requests for some of a block's transactions.
 pub const BLOCK_TXS: u16 = 3;
+/// Module of requests for whole blocks by number (a node catching up).
+pub const BLOCKS: u16 = 4;
+/// Most blocks one [`BLOCKS`] response carries.
+pub const MAX_BLOCKS_PER_REQUEST: u32 = 64;
+/// Most bytes of blocks one [`BLOCKS`] response carries (at least one block is sent).
+const MAX_BLOCKS_RESPONSE_BYTES: usize = 16 << 20;
 
 /// The node's txpool, as gossip sees it.
 pub trait TxAdmission: Send + Sync + 'static {
     /// Admits transactions received from a peer (verifying them and caching their senders);
     /// returns, for each, whether it was accepted. Runs on a blocking thread.
     fn admit(&self, txs: &[Bytes]) -> Vec<bool>;
+}
+
+/// The node's committed blocks, as peers catching up ask for them.
+pub trait BlockSource: Send + Sync + 'static {
+    /// Block `number` in its wire form, if stored. Runs on a blocking thread.
+    fn block(&self, number: u64) -> Option<Vec<u8>>;
 }
 
 /// Batching and cache sizes.
@@ -100,6 +112,7 @@ struct Inner {
     network: Network,
     config: GossipConfig,
     admission: Arc<dyn TxAdmission>,
+    source: Option<Arc<dyn BlockSource>>,
     state: Mutex<State>,
     batches: mpsc::UnboundedSender<(Option<NodeId>, Vec<Bytes>)>,
     blocks_out: mpsc::Sender<ReceivedBlock>,
@@ -118,11 +131,13 @@ impl std::fmt::Debug for Gossip {
 }
 
 impl Gossip {
-    /// Starts gossip on `network`, admitting received transactions through `admission`;
-    /// rebuilt blocks arrive on the returned channel.
+    /// Starts gossip on `network`, admitting received transactions through `admission`
+    /// and serving peers that catch up from `source` (if any); rebuilt blocks arrive on
+    /// the returned channel.
     pub fn start(
         network: Network,
         admission: Arc<dyn TxAdmission>,
+        source: Option<Arc<dyn BlockSource>>,
         config: GossipConfig,
     ) -> (Gossip, mpsc::Receiver<ReceivedBlock>) {
         let (batches, batch_queue) = mpsc::unbounded_channel();
@@ -130,11 +145,13 @@ impl Gossip {
         let txs = network.register(GROUP, TXS, config.backlog);
         let compact = network.register(GROUP, COMPACT_BLOCK, config.backlog);
         let requests = network.register(GROUP, BLOCK_TXS, config.backlog);
+        let block_requests = network.register(GROUP, BLOCKS, config.backlog);
         let gossip = Gossip {
             inner: Arc::new(Inner {
                 network,
                 config,
                 admission,
+                source,
                 state: Mutex::new(State {
                     known: FifoMap::new(config.known_txs),
                     blocks: FifoMap::new(config.kept_blocks),
@@ -148,6 +165,7 @@ impl Gossip {
         tokio::spawn(gossip.clone().tx_loop(txs));
         tokio::spawn(gossip.clone().compact_loop(compact));
         tokio::spawn(gossip.clone().request_loop(requests));
+        tokio::spawn(gossip.clone().blocks_loop(block_requests));
         (gossip, blocks)
     }
 
@@ -447,6 +465,80 @@ impl Gossip {
                     }
                 }
                 Err(error) => tracing::warn!(%error, "block txs response not encodable"),
+            }
+        }
+    }
+
+    /// Asks `peer` for up to `count` consecutive blocks from `from` (at most
+    /// [`MAX_BLOCKS_PER_REQUEST`]); a peer that has fewer sends fewer.
+    pub async fn fetch_blocks(
+        &self,
+        peer: NodeId,
+        from: u64,
+        count: u32,
+    ) -> Result<Vec<Bytes>, GossipError> {
+        let mut request = Vec::with_capacity(12);
+        request.extend_from_slice(&from.to_le_bytes());
+        request.extend_from_slice(&count.to_le_bytes());
+        let response = self
+            .inner
+            .network
+            .request(
+                peer,
+                ProtocolId::request(GROUP, BLOCKS),
+                0,
+                Bytes::from(request),
+            )
+            .await?;
+        let list = IndexedList::parse(&response).map_err(CompactError::from)?;
+        Ok(list.iter().map(|block| response.slice_ref(block)).collect())
+    }
+
+    async fn blocks_loop(self, mut inbound: mpsc::Receiver<Inbound>) {
+        while let Some(request) = inbound.recv().await {
+            let payload = &request.frame.payload;
+            let (Some(from), Some(count)) = (payload.get(..8), payload.get(8..12)) else {
+                self.offence(
+                    request.peer,
+                    Offence::BadMessage,
+                    &"malformed blocks request",
+                );
+                continue;
+            };
+            let from = u64::from_le_bytes(from.try_into().unwrap_or_default());
+            let count = u32::from_le_bytes(count.try_into().unwrap_or_default())
+                .min(MAX_BLOCKS_PER_REQUEST);
+            let source = self.inner.source.clone();
+            let blocks = tokio::task::spawn_blocking(move || {
+                let mut blocks = Vec::new();
+                let mut bytes = 0;
+                let Some(source) = source else { return blocks };
+                for number in (0..u64::from(count)).map_while(|i| from.checked_add(i)) {
+                    let Some(block) = source.block(number) else {
+                        break;
+                    };
+                    bytes += block.len();
+                    if bytes > MAX_BLOCKS_RESPONSE_BYTES && !blocks.is_empty() {
+                        break;
+                    }
+                    blocks.push(block);
+                }
+                blocks
+            })
+            .await
+            .unwrap_or_default();
+            match encode_indexed(&blocks, |block, out| out.extend_from_slice(block)) {
+                Ok(response) => {
+                    if let Err(error) = self
+                        .inner
+                        .network
+                        .respond(&request, Bytes::from(response))
+                        .await
+                    {
+                        tracing::debug!(%error, "blocks response not sent");
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "blocks response not encodable"),
             }
         }
     }

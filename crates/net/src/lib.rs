@@ -13,7 +13,7 @@ pub mod tls;
 
 pub use compact::{BlockParts, CompactBlock, CompactError, decode_compact};
 pub use frame::{Frame, FrameCodec, FrameConfig, FrameError, ProtocolId, encode_frame};
-pub use gossip::{Gossip, GossipConfig, GossipError, ReceivedBlock, TxAdmission};
+pub use gossip::{BlockSource, Gossip, GossipConfig, GossipError, ReceivedBlock, TxAdmission};
 pub use peers::{Inbound, NetError, Network, NetworkConfig, StaticPeer, short_id};
 pub use score::{NodeId, Offence, PeerScores, ScoreConfig, Verdict};
 pub use tls::{ChainCa, NodeIdentity, NodeTls, TlsError, node_id};

@@ -17,8 +17,8 @@ use parking_lot::Mutex;
 use stave_codec::encode_block;
 use stave_exec::MemoryState;
 use stave_net::{
-    BlockParts, CompactBlock, Gossip, GossipConfig, Network, Offence, ProtocolId, ReceivedBlock,
-    TxAdmission, gossip,
+    BlockParts, BlockSource, CompactBlock, Gossip, GossipConfig, Network, Offence, ProtocolId,
+    ReceivedBlock, TxAdmission, gossip,
 };
 use stave_primitives::{Block, ChainSpec, DEFAULT_BASE_FEE, DEV_GAS_LIMIT, Header, SignedTx};
 use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
@@ -98,7 +98,8 @@ async fn node(chain: &Chain, i: usize, dial: &[(usize, &Network)]) -> Node {
         .collect();
     let network = chain.start(i, peers, |_| {}).await;
     let pool = pool();
-    let (gossip, blocks) = Gossip::start(network.clone(), pool.clone(), GossipConfig::default());
+    let (gossip, blocks) =
+        Gossip::start(network.clone(), pool.clone(), None, GossipConfig::default());
     Node {
         network,
         gossip,
@@ -254,4 +255,65 @@ async fn a_peer_lying_about_a_block_is_charged_and_the_block_dropped() {
     })
     .await;
     assert_eq!(honest.pool.asked.load(Ordering::Relaxed), 0);
+}
+
+/// Blocks 0..n, as a node that stored them serves them.
+struct Stored(Vec<Vec<u8>>);
+
+impl BlockSource for Stored {
+    fn block(&self, number: u64) -> Option<Vec<u8>> {
+        self.0.get(number as usize).cloned()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_catching_up_fetches_stored_blocks_by_number() {
+    let chain = Chain::new(3);
+    let txs = transfers(20);
+    let stored: Vec<Vec<u8>> = (0..10).map(|n| block(n, &txs[n as usize..][..2])).collect();
+    let network = chain.start(0, vec![], |_| {}).await;
+    let source = Arc::new(Stored(stored.clone()));
+    let (_serving, _) = Gossip::start(
+        network.clone(),
+        pool(),
+        Some(source),
+        GossipConfig::default(),
+    );
+    let behind = node(&chain, 1, &[(0, &network)]).await;
+    eventually("connection", || behind.network.peers().len() == 1).await;
+
+    let fetched = behind
+        .gossip
+        .fetch_blocks(chain.ids[0], 3, 5)
+        .await
+        .expect("served");
+    assert_eq!(
+        fetched,
+        stored[3..8]
+            .iter()
+            .map(|b| Bytes::from(b.clone()))
+            .collect::<Vec<_>>()
+    );
+    // Past the head: what there is, then nothing.
+    let fetched = behind
+        .gossip
+        .fetch_blocks(chain.ids[0], 8, 64)
+        .await
+        .expect("served");
+    assert_eq!(fetched.len(), 2);
+    let fetched = behind
+        .gossip
+        .fetch_blocks(chain.ids[0], u64::MAX, 64)
+        .await
+        .expect("served");
+    assert!(fetched.is_empty());
+    // A node that serves no blocks answers with none.
+    let asker = node(&chain, 2, &[(1, &behind.network)]).await;
+    eventually("connection", || asker.network.peers().len() == 1).await;
+    let fetched = asker
+        .gossip
+        .fetch_blocks(chain.ids[1], 0, 4)
+        .await
+        .expect("answered");
+    assert!(fetched.is_empty());
 }

@@ -155,7 +155,7 @@ pub struct Chain<'s> {
 }
 
 /// What [`Chain::import`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Imported {
     /// The block's number.
     pub number: u64,
@@ -165,6 +165,24 @@ pub struct Imported {
     pub new: bool,
     /// Time per stage.
     pub times: StageTimes,
+    /// The block.
+    pub block: SealedBlock,
+    /// Its transactions with their senders (none for a redelivery).
+    pub recovered: Vec<RecoveredTx>,
+    /// Its receipts (none for a redelivery).
+    pub receipts: Vec<Receipt>,
+}
+
+/// Block `number` of `store` in its wire form (DESIGN.md §3.2): what `stave export` writes
+/// and what peers syncing from this node receive.
+pub fn encoded_block(store: &dyn KvStore, number: u64) -> Result<Option<Vec<u8>>, ImportError> {
+    let Some(header) = header(store, number)? else {
+        return Ok(None);
+    };
+    let body = store
+        .get(Table::Bodies, &number.to_be_bytes())?
+        .unwrap_or_default();
+    Ok(Some(encode_block_parts(&header, &body)))
 }
 
 impl<'s> Chain<'s> {
@@ -385,14 +403,7 @@ impl<'s> Chain<'s> {
 
     /// Block `number` in its wire form (DESIGN.md §3.2), as `stave export` writes it.
     pub fn encoded_block(&self, number: u64) -> Result<Option<Vec<u8>>, ImportError> {
-        let Some(header) = header(self.store, number)? else {
-            return Ok(None);
-        };
-        let body = self
-            .store
-            .get(Table::Bodies, &number.to_be_bytes())?
-            .unwrap_or_default();
-        Ok(Some(encode_block_parts(&header, &body)))
+        encoded_block(self.store, number)
     }
 
     /// Runs an encoded block through decode, verify, execute and commit. A block already
@@ -526,6 +537,9 @@ impl<'s> Chain<'s> {
                 hash: block.hash(),
                 new: false,
                 times,
+                block,
+                recovered: Vec::new(),
+                receipts: Vec::new(),
             });
         };
         let (head_number, head_hash) = self.head()?;
@@ -590,6 +604,9 @@ impl<'s> Chain<'s> {
             hash: block.hash(),
             new: committed? == Committed::New,
             times,
+            block,
+            recovered,
+            receipts: outcome.receipts,
         })
     }
 }

@@ -12,6 +12,8 @@ mod chain;
 mod error;
 mod producer;
 
-pub use chain::{Chain, Imported, Parallelism, PreparedBlock, STAGE_SECONDS, StageTimes, genesis};
+pub use chain::{
+    Chain, Imported, Parallelism, PreparedBlock, STAGE_SECONDS, StageTimes, encoded_block, genesis,
+};
 pub use error::ImportError;
 pub use producer::{BlockProducer, ChainView, Produced, ViewError};

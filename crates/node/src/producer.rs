@@ -99,6 +99,14 @@ pub struct Produced {
     pub dropped: usize,
 }
 
+impl Produced {
+    /// The block in its wire form (DESIGN.md §3.2), for peers.
+    pub fn encode(&self) -> Result<Vec<u8>, ImportError> {
+        let body = stave_codec::encode_transactions(self.block.transactions())?;
+        Ok(stave_codec::encode_block_parts(self.block.header(), &body))
+    }
+}
+
 /// Builds and commits blocks from the txpool.
 pub struct BlockProducer<'s> {
     chain: Chain<'s>,
@@ -151,15 +159,40 @@ impl<'s> BlockProducer<'s> {
             .partition(|tx| included.contains(&tx.tx.hash()));
         let failed: Vec<B256> = failed.iter().map(|tx| tx.tx.hash()).collect();
         self.pool.discard(&failed, DropReason::FailedExecution);
-        if let Err(error) = self.pool.on_block(&included, &self.view.layers.latest()) {
-            tracing::warn!(%error, "txpool could not read state after a block");
-        }
-        metrics::counter!("stave_transactions_total").increment(included.len() as u64);
-        metrics::gauge!("stave_head").set(prepared.block.number() as f64);
+        self.settle(&included, prepared.block.number());
         Ok(Produced {
             block: prepared.block,
             receipts: prepared.receipts,
             dropped: failed.len(),
         })
+    }
+
+    /// Imports a block another node produced, through the whole import pipeline, and
+    /// removes its transactions from the pool. `None` for a block already stored.
+    pub fn follow(&mut self, bytes: &[u8]) -> Result<Option<Produced>, ImportError> {
+        let imported = self.chain.import(bytes)?;
+        if !imported.new {
+            return Ok(None);
+        }
+        self.settle(&imported.recovered, imported.number);
+        Ok(Some(Produced {
+            block: imported.block,
+            receipts: imported.receipts,
+            dropped: 0,
+        }))
+    }
+
+    /// The head this producer builds on.
+    pub fn head(&self) -> Result<(u64, B256), ImportError> {
+        self.chain.head()
+    }
+
+    /// Brings the pool up to date after block `number` included `included`.
+    fn settle(&self, included: &[RecoveredTx], number: u64) {
+        if let Err(error) = self.pool.on_block(included, &self.view.layers.latest()) {
+            tracing::warn!(%error, "txpool could not read state after a block");
+        }
+        metrics::counter!("stave_transactions_total").increment(included.len() as u64);
+        metrics::gauge!("stave_head").set(number as f64);
     }
 }
