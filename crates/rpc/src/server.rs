@@ -82,6 +82,9 @@ pub struct NodeContext {
     pub pool: Arc<TxPool>,
     /// Every committed block, for subscriptions.
     pub heads: broadcast::Sender<Arc<Produced>>,
+    /// Where each transaction the pool admits from a client goes next (to gossip, so
+    /// peers get it); `None` on a node without peers.
+    pub admitted: Option<tokio::sync::mpsc::UnboundedSender<Vec<u8>>>,
     /// Limits.
     pub config: RpcConfig,
 }
@@ -463,7 +466,12 @@ impl EthApiServer for Rpc {
                     .remove(0)
             })
             .map_err(RpcError::from)?;
-        Ok(result.map_err(RpcError::from)?)
+        let hash = result.map_err(RpcError::from)?;
+        if let Some(admitted) = &self.0.admitted {
+            // A closed channel means the node is stopping; the tx stays in the pool.
+            let _ = admitted.send(bytes.to_vec());
+        }
+        Ok(hash)
     }
 
     fn transaction_by_hash(&self, hash: B256) -> RpcResult<Option<Transaction>> {

@@ -58,6 +58,7 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
         view,
         pool: pool.clone(),
         heads,
+        admitted: None,
         config,
     })
     .await
