@@ -367,3 +367,122 @@ fn bench_sign_reports_the_contract_keys_and_dumps_valid_txs() {
     }
     assert_eq!(lines.lines().count(), 40);
 }
+
+#[test]
+fn keys_ca_and_node_write_pem_files_and_print_the_node_ids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let out = stave(&["keys", "ca", "--out", &path("ca")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut ids = Vec::new();
+    for name in ["node0", "node1"] {
+        let out = stave(&[
+            "keys",
+            "node",
+            "--ca",
+            &path("ca"),
+            "--name",
+            name,
+            "--out",
+            &path(name),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(line["name"], name);
+        // The printed id is the one the certificate written carries.
+        let certificate =
+            std::fs::read_to_string(dir.path().join(name).join("node.pem")).expect("certificate");
+        let key = std::fs::read_to_string(dir.path().join(name).join("node.key")).expect("key");
+        let identity = stave_net::NodeIdentity::from_pem(name, &certificate, &key).expect("PEM");
+        let id = format!("0x{}", hex::encode(identity.node_id().expect("id")));
+        assert_eq!(line["node_id"], id);
+        ids.push(id);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(name).join("node.key"))
+                .expect("key file")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o077, 0, "the key is readable by others: {mode:o}");
+        }
+    }
+    assert_ne!(ids[0], ids[1]);
+    // Nothing is overwritten; a missing CA is named.
+    assert_refused(
+        &stave(&["keys", "ca", "--out", &path("ca")]),
+        "must not exist yet",
+    );
+    assert_refused(
+        &stave(&[
+            "keys",
+            "node",
+            "--ca",
+            &path("nowhere"),
+            "--name",
+            "n",
+            "--out",
+            &path("n"),
+        ]),
+        "make a CA with `stave keys ca",
+    );
+}
+
+#[test]
+fn bench_net_reports_every_payload_of_the_contract() {
+    let net = bench_json(&[
+        "bench",
+        "net",
+        "--block-txs",
+        "200",
+        "--erc20-txs",
+        "100",
+        "--batch-txs",
+        "100",
+        "--runs",
+        "2",
+        "--loopback-mb",
+        "2",
+        "--loopback-runs",
+        "1",
+        "--json",
+    ]);
+    let payloads = net["payloads"].as_array().expect("payloads");
+    let names: Vec<&str> = payloads
+        .iter()
+        .map(|p| p["payload"].as_str().expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "transfer_block",
+            "erc20_block",
+            "tx_batch",
+            "compact_transfer_block"
+        ]
+    );
+    for payload in payloads {
+        for key in [
+            "raw_bytes",
+            "wire_bytes",
+            "ratio",
+            "compress_mb_s",
+            "decompress_mb_s",
+        ] {
+            assert!(payload[key].is_number(), "{payload}: {key}");
+        }
+    }
+    // A compact block whose txs the peer holds is a small fraction of the block.
+    assert!(payloads[3]["ratio"].as_f64().expect("ratio") < 0.2);
+    for key in ["mb_s_plain", "mb_s_compressed"] {
+        assert!(net["loopback"][key].as_f64().expect("number") > 0.0);
+    }
+}

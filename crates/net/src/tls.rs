@@ -6,12 +6,12 @@
 use std::{collections::HashSet, sync::Arc};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
 };
 use rustls::{
     ClientConfig, RootCertStore, ServerConfig,
-    pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName},
+    pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, pem::PemObject},
     server::WebPkiClientVerifier,
 };
 use sha2::{Digest, Sha256};
@@ -36,6 +36,9 @@ pub enum TlsError {
     /// The handshake completed without a peer certificate.
     #[error("the peer showed no certificate")]
     NoPeerCertificate,
+    /// A PEM file does not hold what it should.
+    #[error("bad PEM: {0}")]
+    Pem(String),
     /// The peer's node id is not on the allow-list.
     #[error("node {} is not on the allow-list", hex_id(.0))]
     NotAllowed(NodeId),
@@ -54,7 +57,8 @@ fn certificate_error(error: rcgen::Error) -> TlsError {
 
 /// A chain's certificate authority: it signs every node's certificate.
 pub struct ChainCa {
-    issuer: CertifiedIssuer<'static, KeyPair>,
+    issuer: Issuer<'static, KeyPair>,
+    certificate: CertificateDer<'static>,
 }
 
 impl std::fmt::Debug for ChainCa {
@@ -71,14 +75,36 @@ impl ChainCa {
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let key = KeyPair::generate().map_err(certificate_error)?;
+        let certificate = params.self_signed(&key).map_err(certificate_error)?;
         Ok(Self {
-            issuer: CertifiedIssuer::self_signed(params, key).map_err(certificate_error)?,
+            issuer: Issuer::new(params, key),
+            certificate: certificate.der().clone(),
         })
+    }
+
+    /// A CA saved with [`ChainCa::to_pem`]: its certificate and its key.
+    pub fn from_pem(certificate_pem: &str, key_pem: &str) -> Result<Self, TlsError> {
+        let certificate = ca_certificate_from_pem(certificate_pem)?;
+        let key = KeyPair::from_pem(key_pem).map_err(|error| TlsError::Pem(error.to_string()))?;
+        let issuer = Issuer::from_ca_cert_der(&certificate, key)
+            .map_err(|error| TlsError::Pem(error.to_string()))?;
+        Ok(Self {
+            issuer,
+            certificate,
+        })
+    }
+
+    /// The CA's certificate and key, PEM-encoded (keep the key secret: it admits nodes).
+    pub fn to_pem(&self) -> (String, String) {
+        (
+            certificate_pem(&self.certificate),
+            self.issuer.key().serialize_pem(),
+        )
     }
 
     /// The CA certificate (DER), which every node trusts.
     pub fn certificate(&self) -> CertificateDer<'static> {
-        self.issuer.der().clone()
+        self.certificate.clone()
     }
 
     /// A certificate for node `name` (also its DNS name in TLS), with a fresh key.
@@ -114,10 +140,43 @@ pub struct NodeIdentity {
 }
 
 impl NodeIdentity {
+    /// An identity saved with [`NodeIdentity::to_pem`].
+    pub fn from_pem(name: &str, certificate_pem: &str, key_pem: &str) -> Result<Self, TlsError> {
+        let certificate = ca_certificate_from_pem(certificate_pem)?;
+        let key = PrivatePkcs8KeyDer::from_pem_slice(key_pem.as_bytes())
+            .map_err(|error| TlsError::Pem(error.to_string()))?;
+        Ok(Self {
+            name: name.to_owned(),
+            certificate,
+            key,
+        })
+    }
+
+    /// Its certificate and key, PEM-encoded.
+    pub fn to_pem(&self) -> (String, String) {
+        let key = pem::encode_config(
+            &pem::Pem::new("PRIVATE KEY", self.key.secret_pkcs8_der().to_vec()),
+            pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF),
+        );
+        (certificate_pem(&self.certificate), key)
+    }
+
     /// Its node id.
     pub fn node_id(&self) -> Result<NodeId, TlsError> {
         node_id(&self.certificate)
     }
+}
+
+/// The first certificate in `pem` (a CA's or a node's).
+pub fn ca_certificate_from_pem(pem: &str) -> Result<CertificateDer<'static>, TlsError> {
+    CertificateDer::from_pem_slice(pem.as_bytes()).map_err(|error| TlsError::Pem(error.to_string()))
+}
+
+fn certificate_pem(certificate: &CertificateDer<'_>) -> String {
+    pem::encode_config(
+        &pem::Pem::new("CERTIFICATE", certificate.to_vec()),
+        pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF),
+    )
 }
 
 /// The node id of a certificate: SHA-256 of its SubjectPublicKeyInfo.

@@ -5,8 +5,8 @@ use std::{collections::HashSet, time::Duration};
 
 use bytes::{Bytes, BytesMut};
 use stave_net::{
-    ChainCa, Frame, FrameCodec, FrameConfig, NodeTls, ProtocolId, TlsError, encode_frame,
-    frame::VERSION,
+    ChainCa, Frame, FrameCodec, FrameConfig, NodeIdentity, NodeTls, ProtocolId, TlsError,
+    encode_frame, frame::VERSION,
 };
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -169,4 +169,56 @@ async fn a_plain_tcp_peer_is_refused_before_any_frame_is_read() {
         .expect("in time")
         .expect("task");
     assert!(matches!(served, Err(TlsError::Io(_))), "{served:?}");
+}
+
+#[tokio::test]
+async fn a_ca_and_identities_saved_as_pem_work_as_the_originals() {
+    let ca = ChainCa::generate("chain").expect("ca");
+    let (ca_pem, ca_key_pem) = ca.to_pem();
+    let reloaded = ChainCa::from_pem(&ca_pem, &ca_key_pem).expect("reloads");
+    assert_eq!(reloaded.certificate(), ca.certificate());
+    // A node the reloaded CA admits is accepted by a node that trusts the original one.
+    let server = ca.issue("node0.stave").expect("cert");
+    let late = reloaded.issue("node1.stave").expect("cert");
+    // Both identities travel through PEM files.
+    let (cert, key) = late.to_pem();
+    let late = NodeIdentity::from_pem("node1.stave", &cert, &key).expect("reloads");
+    let (cert, key) = server.to_pem();
+    let server = NodeIdentity::from_pem("node0.stave", &cert, &key).expect("reloads");
+    let trusted = stave_net::tls::ca_certificate_from_pem(&ca_pem).expect("ca cert");
+    let allowed: HashSet<_> = [server.node_id().expect("id"), late.node_id().expect("id")].into();
+    let (address, serving) =
+        serve_one(NodeTls::new(&trusted, &server, allowed.clone()).expect("tls")).await;
+    let client = NodeTls::new(&trusted, &late, allowed).expect("tls");
+    let socket = TcpStream::connect(address).await.expect("connects");
+    let (_, peer) = timeout(LIMIT, client.connect("node0.stave", socket))
+        .await
+        .expect("in time")
+        .expect("handshake");
+    assert_eq!(peer, server.node_id().expect("id"));
+    let seen = timeout(LIMIT, serving)
+        .await
+        .expect("in time")
+        .expect("task");
+    assert_eq!(seen.expect("accepted"), late.node_id().expect("id"));
+}
+
+#[test]
+fn garbage_pem_is_a_typed_error() {
+    let ca = ChainCa::generate("chain").expect("ca");
+    let (cert, key) = ca.to_pem();
+    for (cert, key) in [
+        ("garbage", key.as_str()),
+        (cert.as_str(), "garbage"),
+        ("", ""),
+    ] {
+        assert!(matches!(
+            ChainCa::from_pem(cert, key),
+            Err(TlsError::Pem(_))
+        ));
+        assert!(matches!(
+            NodeIdentity::from_pem("n", cert, key),
+            Err(TlsError::Pem(_))
+        ));
+    }
 }

@@ -1,10 +1,14 @@
-//! `stave keys`: secp256k1 keys and addresses.
+//! `stave keys`: secp256k1 keys and addresses, and the P2P chain CA and node certificates.
 
-use std::{io::Write, path::PathBuf};
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+};
 
 use alloy_signer_local::{MnemonicBuilder, PrivateKeySigner};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use stave_net::ChainCa;
 use stave_primitives::{B256, dev::dev_account};
 
 /// The mnemonic of Hardhat and Anvil, whose first accounts a dev chain funds.
@@ -21,6 +25,30 @@ pub enum KeysCommand {
     },
     /// Show the address of a key, or derive accounts from a mnemonic or the dev key set.
     Show(ShowArgs),
+    /// Make a chain CA for P2P TLS: `OUT/ca.pem` (its certificate, which every node
+    /// trusts) and `OUT/ca.key` (its key, owner-readable only: it admits nodes).
+    Ca {
+        /// Directory to write to (created if missing; existing files are not overwritten).
+        #[arg(long)]
+        out: PathBuf,
+        /// The CA's name.
+        #[arg(long, default_value = "stave chain")]
+        name: String,
+    },
+    /// Issue a node's P2P certificate from a CA made by `stave keys ca`: writes
+    /// `OUT/node.pem`, `OUT/node.key` and a copy of `ca.pem`, and prints the node id that
+    /// other nodes' `allowed` lists name.
+    Node {
+        /// The CA's directory.
+        #[arg(long)]
+        ca: PathBuf,
+        /// The node's name: the DNS name peers dial it by (`[[p2p.peers]] name`).
+        #[arg(long)]
+        name: String,
+        /// Directory to write to (created if missing; existing files are not overwritten).
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// Where `stave keys show` takes its key(s) from: exactly one source.
@@ -62,7 +90,7 @@ pub fn run(cmd: KeysCommand) -> anyhow::Result<()> {
             let signer = PrivateKeySigner::random();
             match out {
                 Some(path) => {
-                    write_private(&path, &format!("{:#x}\n", signer.to_bytes()))?;
+                    write_new(&path, &format!("{:#x}\n", signer.to_bytes()), true)?;
                     println!("{}", serde_json::json!({ "address": signer.address() }));
                 }
                 None => print_account(None, &signer),
@@ -70,7 +98,52 @@ pub fn run(cmd: KeysCommand) -> anyhow::Result<()> {
             Ok(())
         }
         KeysCommand::Show(args) => show(args),
+        KeysCommand::Ca { out, name } => {
+            let ca = ChainCa::generate(&name)?;
+            let (certificate, key) = ca.to_pem();
+            create_dir(&out)?;
+            write_new(&out.join("ca.pem"), &certificate, false)?;
+            write_new(&out.join("ca.key"), &key, true)?;
+            println!(
+                "{}",
+                serde_json::json!({ "ca": out.join("ca.pem"), "key": out.join("ca.key") })
+            );
+            Ok(())
+        }
+        KeysCommand::Node { ca, name, out } => issue_node(&ca, &name, &out),
     }
+}
+
+fn create_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
+fn issue_node(ca_dir: &Path, name: &str, out: &Path) -> anyhow::Result<()> {
+    let read = |file: &str| {
+        let path = ca_dir.join(file);
+        std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "reading {} (make a CA with `stave keys ca --out DIR`)",
+                path.display()
+            )
+        })
+    };
+    let ca_pem = read("ca.pem")?;
+    let ca = ChainCa::from_pem(&ca_pem, &read("ca.key")?)
+        .with_context(|| format!("loading the CA in {}", ca_dir.display()))?;
+    let identity = ca.issue(name)?;
+    let node_id = format!("0x{}", hex::encode(identity.node_id()?));
+    let (certificate, key) = identity.to_pem();
+    create_dir(out)?;
+    let (cert_path, key_path) = (out.join("node.pem"), out.join("node.key"));
+    write_new(&cert_path, &certificate, false)?;
+    write_new(&key_path, &key, true)?;
+    write_new(&out.join("ca.pem"), &ca_pem, false)?;
+    println!(
+        "{}",
+        serde_json::json!({ "name": name, "node_id": node_id, "cert": cert_path, "key": key_path })
+    );
+    Ok(())
 }
 
 fn show(args: ShowArgs) -> anyhow::Result<()> {
@@ -129,12 +202,14 @@ fn print_account(index: Option<u32>, signer: &PrivateKeySigner) {
     println!("{line}");
 }
 
-/// Writes a secret to a new file that only its owner can read.
-fn write_private(path: &PathBuf, contents: &str) -> anyhow::Result<()> {
+/// Writes a new file (never overwriting one); a `private` one only its owner can read.
+fn write_new(path: &Path, contents: &str, private: bool) -> anyhow::Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    if private {
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    }
     let mut file = options
         .open(path)
         .with_context(|| format!("creating {} (it must not exist yet)", path.display()))?;

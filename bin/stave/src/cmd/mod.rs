@@ -8,6 +8,7 @@ mod input;
 mod keys;
 mod load;
 mod node;
+mod p2p;
 mod tx;
 
 use clap::Subcommand;

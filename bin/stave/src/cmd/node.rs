@@ -27,7 +27,10 @@ use stave_txpool::{PoolConfig, TxPool};
 use stave_verify::{DEFAULT_SENDER_CACHE_CAPACITY, SenderCache};
 use tokio::sync::broadcast;
 
-use super::keys::DEV_MNEMONIC;
+use super::{
+    keys::DEV_MNEMONIC,
+    p2p::{self, P2pConfig},
+};
 
 /// Chain id of `stave node --dev`, as Hardhat and Anvil.
 const DEV_CHAIN_ID: u64 = 1337;
@@ -78,6 +81,11 @@ struct Config {
     pool_max_txs: Option<usize>,
     /// Most transactions per sender in the txpool.
     pool_max_per_sender: Option<usize>,
+    /// Whether this node produces blocks (default true). One node of a network produces;
+    /// the others follow it over P2P (until consensus, issue 12).
+    producer: Option<bool>,
+    /// Peers, certificates and gossip.
+    p2p: Option<P2pConfig>,
 }
 
 /// The dev chain's genesis: the mnemonic's first accounts, funded.
@@ -193,13 +201,26 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     }
     let pool = Arc::new(TxPool::new(pool_config, cache));
     let producer = BlockProducer::new(chain, view.clone(), pool.clone(), block_txs);
+    let produces = config.producer.unwrap_or(true);
+    anyhow::ensure!(
+        produces || config.p2p.is_some(),
+        "a node that does not produce blocks needs a [p2p] section with peers to follow"
+    );
+    let handle = runtime.handle().clone();
 
     runtime.block_on(async move {
         let (heads, _) = broadcast::channel(1_024);
+        let p2p = match &config.p2p {
+            Some(p2p_config) => {
+                Some(p2p::start(p2p_config, &base, view.clone(), pool.clone()).await?)
+            }
+            None => None,
+        };
         let ctx = NodeContext {
             view: view.clone(),
             pool: pool.clone(),
             heads: heads.clone(),
+            admitted: p2p.as_ref().map(|p2p| p2p.admitted.clone()),
             config: RpcConfig {
                 addr: rpc_addr,
                 ..RpcConfig::default()
@@ -229,8 +250,19 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
             std::thread::Builder::new()
                 .name("block-producer".into())
                 .spawn(move || {
-                    let result =
-                        produce_blocks(producer, &pool, &heads, &stop, block_time, block_txs);
+                    let result = match p2p {
+                        Some(p2p) if !produces => {
+                            p2p::follow_blocks(producer, p2p, handle, &heads, &stop)
+                        }
+                        p2p => {
+                            let gossip = p2p.map(|p2p| p2p.gossip);
+                            let rhythm = Rhythm {
+                                block_time,
+                                block_txs,
+                            };
+                            produce_blocks(producer, &pool, &heads, gossip.as_ref(), &stop, rhythm)
+                        }
+                    };
                     let _ = done_tx.send(());
                     result
                 })
@@ -256,15 +288,30 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     })
 }
 
-/// The producer loop: a block whenever the pool holds a full one or `block_time` passed. Stops at `stop`, or on the first error (storage full...).
+/// When the producer makes a block.
+#[derive(Debug, Clone, Copy)]
+struct Rhythm {
+    /// Longest time between blocks.
+    block_time: Duration,
+    /// A pool holding this many transactions makes a block at once.
+    block_txs: usize,
+}
+
+/// The producer loop: a block whenever the pool holds a full one or `block_time` passed,
+/// sent to peers through `gossip`. Stops at `stop`, or on the first error (storage
+/// full...).
 fn produce_blocks(
     mut producer: BlockProducer<'static>,
     pool: &TxPool,
     heads: &broadcast::Sender<Arc<stave_node::Produced>>,
+    gossip: Option<&stave_net::Gossip>,
     stop: &AtomicBool,
-    block_time: Duration,
-    block_txs: usize,
+    rhythm: Rhythm,
 ) -> anyhow::Result<()> {
+    let Rhythm {
+        block_time,
+        block_txs,
+    } = rhythm;
     let mut last = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         if pool.len() < block_txs && last.elapsed() < block_time {
@@ -280,6 +327,12 @@ fn produce_blocks(
             txs = produced.block.transactions().len(),
             "block"
         );
+        if let Some(gossip) = gossip {
+            let encoded = produced.encode().context("encoding a block for peers")?;
+            if let Err(error) = gossip.announce_block(&encoded) {
+                tracing::warn!(%error, "block not announced");
+            }
+        }
         // No subscriber is not an error.
         let _ = heads.send(Arc::new(produced));
     }

@@ -105,6 +105,46 @@ impl Node {
         response["result"].clone()
     }
 
+    /// What its Prometheus endpoint exports now.
+    pub fn metrics(&self) -> String {
+        let mut stream =
+            TcpStream::connect(("127.0.0.1", self.metrics_port)).expect("metrics port");
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .expect("writes");
+        let mut exported = String::new();
+        stream.read_to_string(&mut exported).expect("reads");
+        exported
+    }
+
+    /// The names of the `stave_` metrics the Grafana dashboard in `ops/grafana` queries.
+    pub fn dashboard_metrics() -> Vec<String> {
+        let dashboard = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../ops/grafana/stave-dashboard.json"
+        ))
+        .expect("dashboard");
+        let dashboard: Value = serde_json::from_str(&dashboard).expect("valid JSON");
+        let mut used = Vec::new();
+        for panel in dashboard["panels"].as_array().expect("panels") {
+            for target in panel["targets"].as_array().expect("targets") {
+                let expr = target["expr"].as_str().expect("expr");
+                let mut rest = expr;
+                while let Some(at) = rest.find("stave_") {
+                    let name: String = rest[at..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    rest = &rest[at + name.len()..];
+                    used.push(name);
+                }
+            }
+        }
+        used
+    }
+
     /// The head block number.
     pub fn head(&self) -> u64 {
         let number = self.result("eth_blockNumber", json!([]));

@@ -1,0 +1,266 @@
+//! The node's peer-to-peer side (the `[p2p]` config section): the mutual-TLS network,
+//! transaction and compact-block gossip, and, on a node that does not produce blocks,
+//! following the producer's blocks through the import pipeline, catching up by number
+//! after a gap or a restart.
+//!
+//! Until consensus lands (issue 12), one node of a network produces and the others follow.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::Context;
+use bytes::Bytes;
+use serde::Deserialize;
+use stave_net::{
+    BlockSource, Gossip, GossipConfig, Network, NetworkConfig, NodeId, NodeIdentity, NodeTls,
+    Offence, ReceivedBlock, StaticPeer, TxAdmission, gossip::MAX_BLOCKS_PER_REQUEST,
+};
+use stave_node::{BlockProducer, ChainView, Produced, encoded_block};
+use stave_storage::KvStore;
+use stave_txpool::TxPool;
+use tokio::{
+    runtime::Handle,
+    sync::{broadcast, mpsc},
+};
+
+/// The `[p2p]` section of a node's config.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P2pConfig {
+    /// Where to accept peers.
+    listen: SocketAddr,
+    /// The chain CA's certificate (PEM), relative to the config file.
+    ca: PathBuf,
+    /// This node's certificate (PEM), signed by the chain CA.
+    cert: PathBuf,
+    /// This node's private key (PEM).
+    key: PathBuf,
+    /// Node ids (hex SHA-256 of a certificate's public key) allowed to connect.
+    allowed: Vec<String>,
+    /// Peers to dial and keep connected.
+    #[serde(default)]
+    peers: Vec<PeerConfig>,
+}
+
+/// A static peer in the config.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PeerConfig {
+    /// The DNS name in its certificate.
+    name: String,
+    /// Its P2P address.
+    address: SocketAddr,
+}
+
+/// The running P2P side.
+pub struct P2p {
+    /// The network.
+    pub network: Network,
+    /// Gossip on it.
+    pub gossip: Gossip,
+    /// Blocks rebuilt from peers' compact blocks.
+    pub blocks: mpsc::Receiver<ReceivedBlock>,
+    /// Where the RPC server puts transactions clients submitted, for gossip.
+    pub admitted: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+fn parse_node_id(hex_id: &str) -> anyhow::Result<NodeId> {
+    let bytes = hex::decode(hex_id.trim_start_matches("0x"))
+        .with_context(|| format!("node id {hex_id} is not hex"))?;
+    bytes
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("node id {hex_id} is not 32 bytes"))
+}
+
+fn read(base: &Path, path: &Path) -> anyhow::Result<String> {
+    let path = base.join(path);
+    std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// The txpool, admitting what peers gossip against the newest state.
+struct PoolAdmission {
+    view: Arc<ChainView<'static>>,
+    pool: Arc<TxPool>,
+}
+
+impl TxAdmission for PoolAdmission {
+    fn admit(&self, txs: &[Bytes]) -> Vec<bool> {
+        let raw: Vec<Vec<u8>> = txs.iter().map(|tx| tx.to_vec()).collect();
+        self.view
+            .with_state(None, |state, header| {
+                self.pool.add(&raw, state, header.base_fee_per_gas)
+            })
+            .map(|results| results.iter().map(Result::is_ok).collect())
+            .unwrap_or_else(|_| vec![false; txs.len()])
+    }
+}
+
+/// The committed blocks, for peers catching up.
+struct StoredBlocks(&'static dyn KvStore);
+
+impl BlockSource for StoredBlocks {
+    fn block(&self, number: u64) -> Option<Vec<u8>> {
+        encoded_block(self.0, number).ok().flatten()
+    }
+}
+
+/// Starts the network and gossip described by `config` (paths relative to `base`).
+pub async fn start(
+    config: &P2pConfig,
+    base: &Path,
+    view: Arc<ChainView<'static>>,
+    pool: Arc<TxPool>,
+) -> anyhow::Result<P2p> {
+    let ca = stave_net::tls::ca_certificate_from_pem(&read(base, &config.ca)?)
+        .context("reading the CA certificate")?;
+    let identity = NodeIdentity::from_pem(
+        "node",
+        &read(base, &config.cert)?,
+        &read(base, &config.key)?,
+    )
+    .context("reading the node certificate and key")?;
+    let local = identity.node_id()?;
+    let allowed = config
+        .allowed
+        .iter()
+        .map(|id| parse_node_id(id))
+        .collect::<anyhow::Result<HashSet<_>>>()?;
+    let tls = NodeTls::new(&ca, &identity, allowed)?;
+    let peers = config
+        .peers
+        .iter()
+        .map(|peer| StaticPeer {
+            name: peer.name.clone(),
+            address: peer.address,
+        })
+        .collect();
+    let network = Network::start(NetworkConfig::new(config.listen, peers), tls, local)
+        .await
+        .with_context(|| format!("starting P2P on {}", config.listen))?;
+    let store = view.store();
+    let (gossip, blocks) = Gossip::start(
+        network.clone(),
+        Arc::new(PoolAdmission { view, pool }),
+        Some(Arc::new(StoredBlocks(store))),
+        GossipConfig::default(),
+    );
+    let (admitted, mut submitted) = mpsc::unbounded_channel::<Vec<u8>>();
+    let announcer = gossip.clone();
+    tokio::spawn(async move {
+        while let Some(first) = submitted.recv().await {
+            let mut txs = vec![Bytes::from(first)];
+            while let Ok(more) = submitted.try_recv() {
+                txs.push(Bytes::from(more));
+            }
+            announcer.announce_txs(txs);
+        }
+    });
+    println!(
+        "P2P on {} as node 0x{}",
+        network.local_addr(),
+        hex::encode(local)
+    );
+    Ok(P2p {
+        network,
+        gossip,
+        blocks,
+        admitted,
+    })
+}
+
+/// The follower loop: imports peers' blocks in order through the import pipeline,
+/// fetching by number whatever a gap (or a restart) left out. Runs until `stop`.
+pub fn follow_blocks(
+    mut producer: BlockProducer<'static>,
+    p2p: P2p,
+    runtime: Handle,
+    heads: &broadcast::Sender<Arc<Produced>>,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    let P2p {
+        network,
+        gossip,
+        mut blocks,
+        ..
+    } = p2p;
+    let mut pending: BTreeMap<u64, (NodeId, Bytes)> = BTreeMap::new();
+    while !stop.load(Ordering::Relaxed) {
+        let received = runtime.block_on(async {
+            tokio::time::timeout(Duration::from_millis(200), blocks.recv()).await
+        });
+        match received {
+            Ok(Some(block)) => {
+                pending.insert(block.number, (block.from, block.bytes));
+            }
+            Ok(None) => return Ok(()),
+            Err(_) => continue,
+        }
+        loop {
+            let (head, _) = producer.head()?;
+            pending = pending.split_off(&(head + 1));
+            let Some((&number, (from, _))) = pending.first_key_value() else {
+                break;
+            };
+            let from = *from;
+            let batch = if number == head + 1 {
+                pending
+                    .pop_first()
+                    .map(|(_, (_, bytes))| vec![bytes])
+                    .unwrap_or_default()
+            } else {
+                let count = (number - head - 1).min(u64::from(MAX_BLOCKS_PER_REQUEST)) as u32;
+                tracing::info!(from = head + 1, count, "catching up");
+                match runtime.block_on(gossip.fetch_blocks(from, head + 1, count)) {
+                    Ok(blocks) if !blocks.is_empty() => blocks,
+                    Ok(_) => break,
+                    Err(error) => {
+                        tracing::warn!(%error, "catching up failed");
+                        break;
+                    }
+                }
+            };
+            if !import_all(&mut producer, &batch, heads, &network, from) {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Imports `blocks` in order; on a refused block, charges the peer that sent it and
+/// returns false.
+fn import_all(
+    producer: &mut BlockProducer<'static>,
+    blocks: &[Bytes],
+    heads: &broadcast::Sender<Arc<Produced>>,
+    network: &Network,
+    from: NodeId,
+) -> bool {
+    for bytes in blocks {
+        match producer.follow(bytes) {
+            Ok(Some(produced)) => {
+                tracing::info!(
+                    number = produced.block.number(),
+                    txs = produced.block.transactions().len(),
+                    "block imported"
+                );
+                let _ = heads.send(Arc::new(produced));
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%error, "peer's block refused");
+                network.penalize(from, Offence::BadMessage);
+                return false;
+            }
+        }
+    }
+    true
+}
