@@ -3,13 +3,26 @@
 //! A call runs like a transaction from `from` on top of a block's state, without a
 //! signature or nonce check and at a gas price of zero unless one is given; its state
 //! changes are thrown away.
+//!
+//! [`call_until`] also stops the EVM at a deadline, as node operators expect of
+//! `eth_call`: the gas cap alone does not bound time (a loop of cheap opcodes, or calls
+//! into slow precompiles). Jumps, calls and creations, the only ways code runs long,
+//! check the clock every [`CLOCK_EVERY`] executions, on the calling thread; block
+//! execution uses revm's own instructions and pays nothing for this.
+
+use std::{cell::Cell, time::Instant};
 
 use alloy_primitives::{Address, Bytes, TxKind, U256};
 use parking_lot::RwLock;
 use revm::{
     ExecuteEvm,
+    bytecode::opcode,
     context::{TxEnv, result::ExecutionResult},
     context_interface::result::EVMError,
+    interpreter::{
+        Host, Instruction, InstructionContext, InstructionExecResult, InstructionResult,
+        InterpreterTypes, instruction_table,
+    },
 };
 use stave_primitives::{Header, StateDiff};
 
@@ -79,6 +92,107 @@ pub enum CallOutcome {
     },
     /// It could not start: the caller cannot pay the value, gas below intrinsic, ...
     Invalid(String),
+    /// It was stopped at its deadline ([`call_until`]).
+    TimedOut,
+}
+
+/// Guarded executions between two reads of the clock.
+pub const CLOCK_EVERY: u32 = 1024;
+
+thread_local! {
+    /// The deadline of the call running on this thread, if any.
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// Guarded executions left before the next clock read.
+    static UNTIL_CLOCK: Cell<u32> = const { Cell::new(0) };
+    /// Set once the deadline passed, so every frame of the call stops at its next jump.
+    static TIMED_OUT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True once this thread's call is past its deadline.
+fn past_deadline() -> bool {
+    if TIMED_OUT.get() {
+        return true;
+    }
+    let Some(deadline) = DEADLINE.get() else {
+        return false;
+    };
+    let left = UNTIL_CLOCK.get();
+    if left > 0 {
+        UNTIL_CLOCK.set(left - 1);
+        return false;
+    }
+    UNTIL_CLOCK.set(CLOCK_EVERY);
+    let late = Instant::now() >= deadline;
+    TIMED_OUT.set(late);
+    late
+}
+
+/// Opcode `OP` of revm's table, run only while the call is within its deadline; past it,
+/// the frame halts (and its parents halt at their next guarded opcode).
+fn guarded<W: InterpreterTypes, H: Host, const OP: u8>(
+    context: InstructionContext<'_, H, W>,
+) -> InstructionExecResult {
+    if past_deadline() {
+        return Err(InstructionResult::OutOfGas);
+    }
+    instruction_table::<W, H>()[OP as usize].execute(context)
+}
+
+/// The opcodes through which code can run for long, each with its guarded version.
+fn guards<W: InterpreterTypes, H: Host>() -> [(u8, Instruction<W, H>); 8] {
+    [
+        (
+            opcode::JUMP,
+            Instruction::new(guarded::<W, H, { opcode::JUMP }>),
+        ),
+        (
+            opcode::JUMPI,
+            Instruction::new(guarded::<W, H, { opcode::JUMPI }>),
+        ),
+        (
+            opcode::CALL,
+            Instruction::new(guarded::<W, H, { opcode::CALL }>),
+        ),
+        (
+            opcode::CALLCODE,
+            Instruction::new(guarded::<W, H, { opcode::CALLCODE }>),
+        ),
+        (
+            opcode::DELEGATECALL,
+            Instruction::new(guarded::<W, H, { opcode::DELEGATECALL }>),
+        ),
+        (
+            opcode::STATICCALL,
+            Instruction::new(guarded::<W, H, { opcode::STATICCALL }>),
+        ),
+        (
+            opcode::CREATE,
+            Instruction::new(guarded::<W, H, { opcode::CREATE }>),
+        ),
+        (
+            opcode::CREATE2,
+            Instruction::new(guarded::<W, H, { opcode::CREATE2 }>),
+        ),
+    ]
+}
+
+/// Sets this thread's deadline for one call and clears it afterwards, even on a panic.
+struct DeadlineScope;
+
+impl DeadlineScope {
+    fn enter(deadline: Option<Instant>) -> Self {
+        DEADLINE.set(deadline);
+        UNTIL_CLOCK.set(0);
+        TIMED_OUT.set(false);
+        Self
+    }
+}
+
+impl Drop for DeadlineScope {
+    fn drop(&mut self) {
+        DEADLINE.set(None);
+        TIMED_OUT.set(false);
+    }
 }
 
 /// Runs `request` against `base` in the environment of `header` (base fee ignored).
@@ -87,6 +201,27 @@ pub fn call(
     chain_id: u64,
     header: &Header,
     request: &CallRequest,
+) -> Result<CallOutcome, ExecError> {
+    run(base, chain_id, header, request, None)
+}
+
+/// [`call`], stopped at `deadline` with [`CallOutcome::TimedOut`].
+pub fn call_until(
+    base: &dyn StateReader,
+    chain_id: u64,
+    header: &Header,
+    request: &CallRequest,
+    deadline: Instant,
+) -> Result<CallOutcome, ExecError> {
+    run(base, chain_id, header, request, Some(deadline))
+}
+
+fn run(
+    base: &dyn StateReader,
+    chain_id: u64,
+    header: &Header,
+    request: &CallRequest,
+    deadline: Option<Instant>,
 ) -> Result<CallOutcome, ExecError> {
     let diff = RwLock::new(StateDiff::default());
     let call_header = Header {
@@ -100,6 +235,13 @@ pub fn call(
         &call_header,
     );
     evm.ctx.cfg.disable_nonce_check = true;
+    if deadline.is_some() {
+        for (op, instruction) in guards() {
+            let gas = evm.instruction.gas_table()[op as usize];
+            evm.instruction.insert_instruction(op, instruction, gas);
+        }
+    }
+    let scope = DeadlineScope::enter(deadline);
     let tx = TxEnv {
         tx_type: 0,
         caller: request.from,
@@ -114,6 +256,11 @@ pub fn call(
     let outcome = evm.transact_one(tx);
     // Nothing a call does is kept.
     let _discarded = evm.finalize();
+    let timed_out = TIMED_OUT.get();
+    drop(scope);
+    if timed_out {
+        return Ok(CallOutcome::TimedOut);
+    }
     let result = match outcome {
         Ok(result) => result,
         Err(EVMError::Transaction(invalid)) => {

@@ -18,7 +18,7 @@ mod parallel;
 mod serial;
 mod state;
 
-pub use call::{CallOutcome, CallRequest, call};
+pub use call::{CallOutcome, CallRequest, call, call_until};
 pub use error::{ExecError, StateError};
 pub use parallel::ParallelExecutor;
 pub use serial::{ExecutionOutcome, Mode, SkippedTx, execute_serial};

@@ -100,3 +100,93 @@ fn a_view_call_returns_state_and_a_transfer_call_keeps_nothing() {
         Ok(CallOutcome::Halt { .. })
     ));
 }
+
+/// Installs `code` at `address` in `state`.
+fn deploy(state: &mut MemoryState, address: Address, code: Vec<u8>) {
+    let code = Bytes::from(code);
+    let hash = alloy_primitives::keccak256(&code);
+    let mut diff = stave_exec::StateDiff::default();
+    diff.accounts.insert(
+        address,
+        stave_exec::AccountDiff {
+            info: Some(stave_exec::AccountState {
+                nonce: 1,
+                balance: U256::ZERO,
+                code_hash: hash,
+            }),
+            ..Default::default()
+        },
+    );
+    diff.codes.insert(hash, code);
+    state.apply(&diff);
+}
+
+#[test]
+fn a_deadline_stops_a_call_that_gas_would_let_run_for_minutes() {
+    use std::time::{Duration, Instant};
+
+    let (mut state, token, header) = setup();
+    // JUMPDEST PUSH1 0 JUMP: 12 gas a round, forever.
+    let looping = Address::repeat_byte(0x10);
+    deploy(&mut state, looping, vec![0x5b, 0x60, 0x00, 0x56]);
+    // CALL the looping contract with all gas, then loop itself: the outer frame must stop
+    // too once the inner one is cut off.
+    let mut outer_code = vec![
+        0x60, 0x00, 0x60, 0x00, 0x60, 0x00, 0x60, 0x00, 0x60, 0x00, 0x73,
+    ];
+    outer_code.extend_from_slice(looping.as_slice());
+    outer_code.extend_from_slice(&[0x5a, 0xf1, 0x50]); // GAS CALL POP
+    let loop_start = outer_code.len() as u8;
+    outer_code.extend_from_slice(&[0x5b, 0x60, loop_start, 0x56]);
+    let outer = Address::repeat_byte(0x11);
+    deploy(&mut state, outer, outer_code);
+
+    // A trillion gas: minutes of looping without the deadline.
+    let endless = |to| CallRequest {
+        to: Some(to),
+        gas: 1_000_000_000_000,
+        ..CallRequest::default()
+    };
+    for to in [looping, outer] {
+        let start = Instant::now();
+        let outcome = stave_exec::call_until(
+            &state,
+            CHAIN,
+            &header,
+            &endless(to),
+            Instant::now() + Duration::from_millis(200),
+        )
+        .expect("runs");
+        assert_eq!(outcome, CallOutcome::TimedOut, "{to}");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+    // Without a deadline the gas limit still ends it.
+    let bounded = CallRequest {
+        to: Some(looping),
+        gas: 100_000,
+        ..CallRequest::default()
+    };
+    assert!(matches!(
+        call(&state, CHAIN, &header, &bounded).expect("runs"),
+        CallOutcome::Halt { .. }
+    ));
+    // A call well within its deadline answers as usual, and the thread carries nothing
+    // over to the next call.
+    let read = CallRequest {
+        to: Some(token),
+        gas: 100_000,
+        input: balance_of_calldata(dev_account(0).address),
+        ..CallRequest::default()
+    };
+    let far = Instant::now() + Duration::from_secs(60);
+    let outcome = stave_exec::call_until(&state, CHAIN, &header, &read, far).expect("runs");
+    assert!(
+        matches!(outcome, CallOutcome::Success { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(call(&state, CHAIN, &header, &read).expect("runs"), outcome);
+}

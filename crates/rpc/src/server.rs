@@ -1,6 +1,10 @@
 //! The method implementations and the server that serves them on HTTP and WebSocket.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use alloy_consensus::Transaction as _;
 use alloy_eips::{BlockId, BlockNumberOrTag};
@@ -29,6 +33,9 @@ use crate::{
     },
     error::{RpcError, revert_reason},
 };
+
+/// How much longer than the EVM timeout a call's answer is awaited (see `Rpc::evm`).
+const EVM_GRACE: Duration = Duration::from_secs(1);
 
 /// Limits and addresses of the RPC server. The defaults are the safe ones operators ask of
 /// geth, reth and Besu.
@@ -213,21 +220,29 @@ impl Rpc {
         Ok(Some((block, rpc)))
     }
 
-    /// Runs `work` on a blocking thread with the EVM timeout.
+    /// Runs `work` on a blocking thread; the EVM stops at the deadline it is given (the
+    /// EVM timeout from now). The answer is awaited a little longer than that, so a call
+    /// stuck outside the EVM (a slow disk) is not waited on forever.
     async fn evm<T: Send + 'static>(
         &self,
-        work: impl FnOnce(Rpc) -> Outcome<T> + Send + 'static,
+        work: impl FnOnce(Rpc, Instant) -> Outcome<T> + Send + 'static,
     ) -> Outcome<T> {
         let rpc = self.clone();
         let timeout = self.0.config.evm_timeout;
-        let task = tokio::task::spawn_blocking(move || work(rpc));
-        match tokio::time::timeout(timeout, task).await {
+        let deadline = Instant::now() + timeout;
+        let task = tokio::task::spawn_blocking(move || work(rpc, deadline));
+        match tokio::time::timeout(timeout + EVM_GRACE, task).await {
             Ok(joined) => joined.map_err(RpcError::internal)?,
-            Err(_) => Err(RpcError::Internal(format!(
-                "execution aborted (timeout = {}s)",
-                timeout.as_secs_f64()
-            ))),
+            Err(_) => Err(self.timed_out()),
         }
+    }
+
+    /// The error of a call stopped at the EVM timeout, in go-ethereum's words.
+    fn timed_out(&self) -> RpcError {
+        RpcError::Internal(format!(
+            "execution aborted (timeout = {}s)",
+            self.0.config.evm_timeout.as_secs_f64()
+        ))
     }
 
     fn call_request(&self, request: &TransactionRequest, gas: Option<u64>) -> CallRequest {
@@ -246,14 +261,24 @@ impl Rpc {
         }
     }
 
-    fn run_call(&self, request: &CallRequest, number: u64) -> Outcome<CallOutcome> {
+    fn run_call(
+        &self,
+        request: &CallRequest,
+        number: u64,
+        deadline: Instant,
+    ) -> Outcome<CallOutcome> {
         let chain_id = self.0.view.spec().chain_id();
-        self.0
+        let outcome = self
+            .0
             .view
             .with_state(Some(number), |state, header| {
-                stave_exec::call(state, chain_id, header, request)
+                stave_exec::call_until(state, chain_id, header, request, deadline)
             })?
-            .map_err(RpcError::internal)
+            .map_err(RpcError::internal)?;
+        match outcome {
+            CallOutcome::TimedOut => Err(self.timed_out()),
+            outcome => Ok(outcome),
+        }
     }
 }
 
@@ -267,7 +292,9 @@ fn failed(outcome: CallOutcome) -> RpcError {
             RpcError::Internal(format!("execution failed: {reason}"))
         }
         CallOutcome::Invalid(reason) => RpcError::Internal(reason),
-        CallOutcome::Success { .. } => RpcError::Internal("the call succeeded".into()),
+        CallOutcome::Success { .. } | CallOutcome::TimedOut => {
+            RpcError::Internal(format!("unexpected outcome {outcome:?}"))
+        }
     }
 }
 
@@ -343,9 +370,9 @@ impl EthApiServer for Rpc {
     async fn call(&self, request: TransactionRequest, block: Option<BlockId>) -> RpcResult<Bytes> {
         let number = self.number_of(block)?;
         Ok(self
-            .evm(move |rpc| {
+            .evm(move |rpc, deadline| {
                 let call = rpc.call_request(&request, None);
-                match rpc.run_call(&call, number)? {
+                match rpc.run_call(&call, number, deadline)? {
                     CallOutcome::Success { output, .. } => Ok(output),
                     other => Err(failed(other)),
                 }
@@ -360,10 +387,10 @@ impl EthApiServer for Rpc {
     ) -> RpcResult<U64> {
         let number = self.number_of(block)?;
         Ok(self
-            .evm(move |rpc| {
+            .evm(move |rpc, deadline| {
                 let mut call = rpc.call_request(&request, None);
                 let cap = call.gas;
-                let used = match rpc.run_call(&call, number)? {
+                let used = match rpc.run_call(&call, number, deadline)? {
                     CallOutcome::Success { gas_used, .. } => gas_used,
                     CallOutcome::Halt { .. } => {
                         return Err(RpcError::Internal(format!(
@@ -378,7 +405,7 @@ impl EthApiServer for Rpc {
                 while low + 1 < high {
                     let mid = low + (high - low) / 2;
                     call.gas = mid;
-                    match rpc.run_call(&call, number)? {
+                    match rpc.run_call(&call, number, deadline)? {
                         CallOutcome::Success { .. } => high = mid,
                         _ => low = mid,
                     }

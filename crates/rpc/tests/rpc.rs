@@ -30,12 +30,20 @@ fn hex_u64(value: &Value) -> u64 {
     u64::from_str_radix(value.as_str().expect("hex").trim_start_matches("0x"), 16).expect("number")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn logs_fees_storage_and_history_over_a_real_chain() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store: &'static LmdbStore = Box::leak(Box::new(
-        LmdbStore::open(dir.path(), 256 << 20).expect("opens"),
-    ));
+/// A chain in a fresh data dir (genesis: two funded accounts and the token) and an RPC
+/// server over it with `config`; the producer makes its blocks.
+async fn serve(
+    dir: &std::path::Path,
+    config: RpcConfig,
+) -> (
+    std::net::SocketAddr,
+    jsonrpsee::server::ServerHandle,
+    BlockProducer<'static>,
+    Arc<TxPool>,
+    Arc<stave_state::StateLayers<'static>>,
+) {
+    let store: &'static LmdbStore =
+        Box::leak(Box::new(LmdbStore::open(dir, 256 << 20).expect("opens")));
     let spec = workload_genesis(CHAIN_ID, 2, Some(TOKEN));
     let cache = Arc::new(SenderCache::new(1024));
     let chain = Chain::open_with(store, &spec, 2, Parallelism::Parallel, Some(cache.clone()))
@@ -46,23 +54,32 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
         PoolConfig::new(CHAIN_ID, spec.gas_limit()),
         cache,
     ));
-    let mut producer = BlockProducer::new(chain, view.clone(), pool.clone(), 100);
+    let producer = BlockProducer::new(chain, view.clone(), pool.clone(), 100);
     let (heads, _) = tokio::sync::broadcast::channel(16);
-    let config = RpcConfig {
-        addr: "127.0.0.1:0".parse().expect("address"),
-        max_log_blocks: 5,
-        max_logs: 3,
-        ..RpcConfig::default()
-    };
-    let (addr, _server) = stave_rpc::start(NodeContext {
+    let (addr, server) = stave_rpc::start(NodeContext {
         view,
         pool: pool.clone(),
         heads,
         admitted: None,
-        config,
+        config: RpcConfig {
+            addr: "127.0.0.1:0".parse().expect("address"),
+            ..config
+        },
     })
     .await
     .expect("starts");
+    (addr, server, producer, pool, layers)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_fees_storage_and_history_over_a_real_chain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = RpcConfig {
+        max_log_blocks: 5,
+        max_logs: 3,
+        ..RpcConfig::default()
+    };
+    let (addr, _server, mut producer, pool, layers) = serve(dir.path(), config).await;
     let client = HttpClientBuilder::default()
         .build(format!("http://{addr}"))
         .expect("client");
@@ -155,4 +172,55 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
     assert_eq!(history["baseFeePerGas"].as_array().expect("list").len(), 5);
     assert_eq!(history["gasUsedRatio"].as_array().expect("list").len(), 4);
     assert_eq!(history["reward"][0][0], serde_json::json!("0x1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_past_the_evm_timeout_is_stopped_and_the_node_keeps_serving() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = RpcConfig {
+        evm_timeout: std::time::Duration::from_millis(100),
+        // A trillion gas: without the timeout the loop below would run for minutes.
+        gas_cap: 1_000_000_000_000,
+        ..RpcConfig::default()
+    };
+    let (addr, _server, _producer, _pool, _layers) = serve(dir.path(), config).await;
+    let client = HttpClientBuilder::default()
+        .request_timeout(std::time::Duration::from_secs(30))
+        .build(format!("http://{addr}"))
+        .expect("client");
+    // Initcode JUMPDEST PUSH1 0 JUMP: a creation that loops forever.
+    let looping = serde_json::json!({ "data": "0x5b600056" });
+    for method in ["eth_call", "eth_estimateGas"] {
+        let started = std::time::Instant::now();
+        let error = client
+            .request::<Value, _>(method, rpc_params![looping.clone(), "latest"])
+            .await
+            .expect_err("stopped");
+        assert!(
+            error
+                .to_string()
+                .contains("execution aborted (timeout = 0.1s)"),
+            "{method}: {error}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+    // Still serving, and an ordinary call still answers.
+    let chain_id: Value = client
+        .request("eth_chainId", rpc_params![])
+        .await
+        .expect("serves");
+    assert_eq!(chain_id, "0x539");
+    let mut input = vec![0x70, 0xa0, 0x82, 0x31, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    input.extend_from_slice(dev_account(0).address.as_slice());
+    let balance: Value = client
+        .request(
+            "eth_call",
+            rpc_params![
+                serde_json::json!({ "to": TOKEN, "data": format!("0x{}", hex::encode(input)) }),
+                "latest"
+            ],
+        )
+        .await
+        .expect("answers");
+    assert_eq!(balance.as_str().map(str::len), Some(66));
 }
