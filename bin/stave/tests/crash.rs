@@ -3,7 +3,8 @@
 //! it is the reference block, and reopening it re-executes the blocks after the flushed
 //! state to exactly the state roots their headers claim; a final run completes the chain
 //! with the reference head and state. The chain is long enough that the state layers
-//! flush to disk during the run.
+//! flush to disk during the run. And a disk that fills up mid-import stops it with a clear
+//! error, losing no stored block.
 
 use std::{
     process::{Command, Stdio},
@@ -61,18 +62,31 @@ fn import(
     genesis: &std::path::Path,
     stream: &std::path::Path,
 ) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_stave"))
+    import_command(datadir, genesis, stream)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("stave runs")
+}
+
+/// `stave import` of `stream` into `datadir`; with `max_file_kib`, run where no file may
+/// grow beyond that many KiB (`ulimit -f`, with SIGXFSZ ignored: a write past it fails
+/// with EFBIG, as one on a full disk fails with ENOSPC).
+fn import_command(
+    datadir: &std::path::Path,
+    genesis: &std::path::Path,
+    stream: &std::path::Path,
+) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
+    command
         .args(["import", "--datadir"])
         .arg(datadir)
         .arg("--genesis")
         .arg(genesis)
         .arg("--map-size")
         .arg((256u64 << 20).to_string())
-        .arg(stream)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("stave runs")
+        .arg(stream);
+    command
 }
 
 #[test]
@@ -175,4 +189,65 @@ fn sigkill_during_import_loses_no_committed_block_and_keeps_state_consistent() {
             theirs.latest().account(address).expect("reads")
         );
     }
+}
+
+#[test]
+fn a_full_disk_stops_import_with_a_clear_error_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = workload_genesis(CHAIN_ID, ACCOUNTS, None);
+    let genesis = dir.path().join("genesis.json");
+    std::fs::write(&genesis, spec.to_json()).expect("write");
+    let (stream, hashes) = reference(dir.path(), &spec);
+    let stream_path = dir.path().join("chain.blocks");
+    std::fs::write(&stream_path, &stream).expect("write");
+    let datadir = dir.path().join("full");
+    let import = import_command(&datadir, &genesis, &stream_path);
+    let mut args = vec![import.get_program().to_owned()];
+    args.extend(import.get_args().map(ToOwned::to_owned));
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 512; exec \"$@\"")
+        .arg("bash")
+        .args(&args)
+        .output()
+        .expect("bash runs");
+    // Exit code 1 and one line saying what happened and what to do.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("the disk may be full"), "{stderr}");
+    // Every block it stored is whole and the reference; the state replays to its roots.
+    let stopped_at = {
+        let store = LmdbStore::open(&datadir, 256 << 20).expect("reopens");
+        let (number, _) = head(&store).expect("reads").expect("a head");
+        assert!(number < BLOCKS, "the limit did not stop the import");
+        for n in 0..=number {
+            let stored = header(&store, n).expect("reads").expect("every block");
+            assert_eq!(stored.hash_slow(), hashes[n as usize], "block {n}");
+        }
+        let chain = Chain::open(&store, &spec, 2).expect("state is consistent");
+        let nonce = chain
+            .layers()
+            .latest()
+            .account(dev_account(0).address)
+            .expect("reads")
+            .map_or(0, |account| account.nonce);
+        assert_eq!(nonce, number);
+        number
+    };
+    // With room again, the import resumes and completes the chain.
+    let resumed = import_command(&datadir, &genesis, &stream_path)
+        .output()
+        .expect("runs");
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let store = LmdbStore::open(&datadir, 256 << 20).expect("opens");
+    assert_eq!(
+        head(&store).expect("reads").map(|h| h.1),
+        Some(hashes[BLOCKS as usize]),
+        "resumed from {stopped_at}"
+    );
 }

@@ -19,7 +19,15 @@ pub enum StorageError {
         /// The underlying error.
         source: heed::Error,
     },
-    /// Any other LMDB failure (disk full, I/O error, corruption).
+    /// Writing the data dir failed at the OS level: the disk is full (ENOSPC, or a file
+    /// size limit), over quota, or failing (EIO; LMDB reports a short write as EIO).
+    #[error(
+        "writing the data dir failed ({0}): the disk may be full or failing; nothing of this \
+         write was stored. Free space (or fix the disk) and restart: work resumes after the \
+         last stored block"
+    )]
+    Write(heed::Error),
+    /// Any other LMDB failure (corruption, a bad environment).
     #[error("storage failure: {0}")]
     Lmdb(heed::Error),
     /// A block that does not extend the stored head.

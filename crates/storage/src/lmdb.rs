@@ -69,10 +69,20 @@ impl LmdbStore {
     }
 
     fn error(&self, error: heed::Error) -> StorageError {
+        /// errno values of a write the disk could not take.
+        const WRITE_FAILURES: [i32; 4] = [libc::EIO, libc::EFBIG, libc::ENOSPC, libc::EDQUOT];
+        let code = match &error {
+            heed::Error::Io(io) => io.raw_os_error(),
+            heed::Error::Mdb(MdbError::Other(code)) => Some(*code),
+            _ => None,
+        };
         match error {
             heed::Error::Mdb(MdbError::MapFull) => StorageError::MapFull {
                 map_size: self.map_size,
             },
+            other if code.is_some_and(|code| WRITE_FAILURES.contains(&code)) => {
+                StorageError::Write(other)
+            }
             other => StorageError::Lmdb(other),
         }
     }
