@@ -10,7 +10,7 @@
 //! check the clock every [`CLOCK_EVERY`] executions, on the calling thread; block
 //! execution uses revm's own instructions and pays nothing for this.
 
-use std::{cell::Cell, time::Instant};
+use std::{cell::Cell, sync::atomic::AtomicU64, time::Instant};
 
 use alloy_primitives::{Address, Bytes, TxKind, U256};
 use parking_lot::RwLock;
@@ -224,13 +224,14 @@ fn run(
     deadline: Option<Instant>,
 ) -> Result<CallOutcome, ExecError> {
     let diff = RwLock::new(StateDiff::default());
+    let hits = AtomicU64::new(0);
     let call_header = Header {
         base_fee_per_gas: 0,
         gas_limit: header.gas_limit.max(request.gas),
         ..header.clone()
     };
     let mut evm = block_evm(
-        BlockDb::new(Overlay::new(base, &diff)),
+        BlockDb::new(Overlay::new(base, &diff, &hits)),
         chain_id,
         &call_header,
     );

@@ -9,6 +9,8 @@
 //! spins briefly before parking, because std's parks at once and the committer's short
 //! writes then cost speculators a futex round trip each.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use alloy_primitives::{Address, B256, Bytes, U256};
 use parking_lot::RwLock;
 use revm::{
@@ -25,11 +27,17 @@ use crate::{error::StateError, state::StateReader};
 pub(crate) struct Overlay<'a> {
     base: &'a dyn StateReader,
     diff: &'a RwLock<StateDiff>,
+    /// Account and slot reads the diff served (L1 hits).
+    hits: &'a AtomicU64,
 }
 
 impl<'a> Overlay<'a> {
-    pub(crate) fn new(base: &'a dyn StateReader, diff: &'a RwLock<StateDiff>) -> Self {
-        Self { base, diff }
+    pub(crate) fn new(
+        base: &'a dyn StateReader,
+        diff: &'a RwLock<StateDiff>,
+        hits: &'a AtomicU64,
+    ) -> Self {
+        Self { base, diff, hits }
     }
 
     /// Runs `f` on a consistent view of the overlay.
@@ -38,7 +46,14 @@ impl<'a> Overlay<'a> {
         f(View {
             base: self.base,
             diff: &guard,
+            hits: self.hits,
         })
+    }
+
+    /// Tells the base state how many reads the block's own changes served.
+    pub(crate) fn report_hits(&self) {
+        self.base
+            .note_block_reads(self.hits.load(Ordering::Relaxed));
     }
 
     /// Takes the diff out, leaving an empty one.
@@ -52,13 +67,21 @@ impl<'a> Overlay<'a> {
 pub(crate) struct View<'a> {
     base: &'a dyn StateReader,
     diff: &'a StateDiff,
+    hits: &'a AtomicU64,
 }
 
 impl View<'_> {
+    fn hit(&self) {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The account as the next transaction will see it.
     pub(crate) fn account(&self, address: Address) -> Result<Option<AccountState>, StateError> {
         match self.diff.accounts.get(&address) {
-            Some(change) => Ok(change.info),
+            Some(change) => {
+                self.hit();
+                Ok(change.info)
+            }
             None => self.base.account(address),
         }
     }
@@ -67,8 +90,14 @@ impl View<'_> {
     pub(crate) fn storage(&self, address: Address, slot: U256) -> Result<U256, StateError> {
         match self.diff.accounts.get(&address) {
             Some(change) => match change.storage.get(&slot) {
-                Some(value) => Ok(*value),
-                None if change.storage_cleared || change.info.is_none() => Ok(U256::ZERO),
+                Some(value) => {
+                    self.hit();
+                    Ok(*value)
+                }
+                None if change.storage_cleared || change.info.is_none() => {
+                    self.hit();
+                    Ok(U256::ZERO)
+                }
                 None => self.base.storage(address, slot),
             },
             None => self.base.storage(address, slot),

@@ -29,7 +29,7 @@
 
 use std::sync::{
     Mutex,
-    atomic::{AtomicBool, AtomicUsize, Ordering},
+    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
 };
 
 use parking_lot::RwLock;
@@ -184,8 +184,9 @@ impl ParallelExecutor {
         mode: Mode,
     ) -> Result<ExecutionOutcome, ExecError> {
         let diff = RwLock::new(StateDiff::default());
+        let hits = AtomicU64::new(0);
         let shared = Shared {
-            overlay: Overlay::new(base, &diff),
+            overlay: Overlay::new(base, &diff, &hits),
             txs,
             slots: (0..txs.len()).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),

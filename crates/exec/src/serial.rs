@@ -4,6 +4,8 @@
 //! Input: the state before the block, its header, its recovered transactions.
 //! Output: receipts, gas used, fees, and the block's [`StateDiff`].
 
+use std::sync::atomic::AtomicU64;
+
 use alloy_consensus::Transaction as _;
 use alloy_primitives::U256;
 use parking_lot::RwLock;
@@ -144,6 +146,7 @@ impl<'h> Tally<'h> {
             db.credit(self.header.proposer, self.outcome.fees)?;
         }
         self.outcome.diff = db.overlay.take_diff();
+        db.overlay.report_hits();
         Ok(self.outcome)
     }
 }
@@ -157,7 +160,12 @@ pub fn execute_serial(
     mode: Mode,
 ) -> Result<ExecutionOutcome, ExecError> {
     let diff = RwLock::new(StateDiff::default());
-    let mut evm = block_evm(BlockDb::new(Overlay::new(base, &diff)), chain_id, header);
+    let hits = AtomicU64::new(0);
+    let mut evm = block_evm(
+        BlockDb::new(Overlay::new(base, &diff, &hits)),
+        chain_id,
+        header,
+    );
     let mut handler = DeferredRewardHandler::default();
     let mut tally = Tally::new(header, mode, txs.len());
     for (index, tx) in txs.iter().enumerate() {

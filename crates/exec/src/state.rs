@@ -18,6 +18,10 @@ pub trait StateReader: Send + Sync {
     fn code(&self, code_hash: B256) -> Result<Option<Bytes>, StateError>;
     /// The hash of block `number` (for the BLOCKHASH opcode); zero when unknown.
     fn block_hash(&self, number: u64) -> Result<B256, StateError>;
+    /// Told, after a block executed over this state, how many of the executor's reads
+    /// its own block changes served (the L1 layer, above this reader), so a layered
+    /// reader can report every layer's share. Plain readers ignore it.
+    fn note_block_reads(&self, _reads: u64) {}
 }
 
 /// The whole state in memory: genesis, tests and benches. Real nodes read through the

@@ -240,3 +240,68 @@ fn insufficient_balance_and_wrong_chain_id_are_invalid() {
         .expect_err("other chain");
     assert!(matches!(err, ExecError::InvalidTx { index: 0, .. }));
 }
+
+/// A state that remembers what the executor told it about reads its block served.
+struct Noting {
+    state: MemoryState,
+    noted: std::sync::atomic::AtomicU64,
+}
+
+impl StateReader for Noting {
+    fn account(
+        &self,
+        address: Address,
+    ) -> Result<Option<stave_exec::AccountState>, stave_exec::StateError> {
+        self.state.account(address)
+    }
+    fn storage(&self, address: Address, slot: U256) -> Result<U256, stave_exec::StateError> {
+        self.state.storage(address, slot)
+    }
+    fn code(
+        &self,
+        code_hash: alloy_primitives::B256,
+    ) -> Result<Option<Bytes>, stave_exec::StateError> {
+        self.state.code(code_hash)
+    }
+    fn block_hash(&self, number: u64) -> Result<alloy_primitives::B256, stave_exec::StateError> {
+        self.state.block_hash(number)
+    }
+    fn note_block_reads(&self, reads: u64) {
+        self.noted
+            .fetch_add(reads, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn reads_the_block_itself_served_are_reported_to_the_state() {
+    let noting = Noting {
+        state: state(),
+        noted: Default::default(),
+    };
+    let to = Address::repeat_byte(0x56);
+    let one = [tx(2, 0, TxKind::Call(to), 1, 21_000, Bytes::new())];
+    // Three txs of one sender: the second and third read the sender (and the recipient)
+    // as the first left them.
+    let three: Vec<_> = (0..3)
+        .map(|n| tx(2, n, TxKind::Call(to), 1, 21_000, Bytes::new()))
+        .collect();
+    let noted = |txs: &[RecoveredTx], parallel: bool| {
+        noting.noted.store(0, std::sync::atomic::Ordering::Relaxed);
+        let header = header(30_000_000);
+        if parallel {
+            stave_exec::ParallelExecutor::new(2)
+                .execute(&noting, CHAIN_ID, &header, txs, Mode::Validate)
+                .expect("runs");
+        } else {
+            execute_serial(&noting, CHAIN_ID, &header, txs, Mode::Validate).expect("runs");
+        }
+        noting.noted.load(std::sync::atomic::Ordering::Relaxed)
+    };
+    for parallel in [false, true] {
+        let (alone, together) = (noted(&one, parallel), noted(&three, parallel));
+        assert!(
+            together >= alone + 2,
+            "parallel {parallel}: {alone} then {together}"
+        );
+    }
+}

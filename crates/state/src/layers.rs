@@ -37,6 +37,8 @@ const ORIGIN_CAPACITY: usize = 1 << 20;
 /// How many state reads each layer served (and what prefetching loaded for nothing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LayerReads {
+    /// Served by the executing block's own changes (L1, the executor's overlay).
+    pub block: u64,
     /// Served by the origin pool of values read this block (L1.5).
     pub origin: u64,
     /// Served by a diff layer (L2).
@@ -50,14 +52,15 @@ pub struct LayerReads {
 }
 
 impl LayerReads {
-    /// All reads the executor made below its own block overlay.
+    /// All reads the executor made.
     pub fn total(&self) -> u64 {
-        self.origin + self.diff + self.clean + self.disk
+        self.block + self.origin + self.diff + self.clean + self.disk
     }
 }
 
 #[derive(Default)]
 struct Counters {
+    block: AtomicU64,
     origin: AtomicU64,
     diff: AtomicU64,
     clean: AtomicU64,
@@ -330,6 +333,7 @@ impl<'s> StateLayers<'s> {
     pub fn take_reads(&self) -> LayerReads {
         let take = |counter: &AtomicU64| counter.swap(0, Ordering::Relaxed);
         LayerReads {
+            block: take(&self.counters.block),
             origin: take(&self.counters.origin),
             diff: take(&self.counters.diff),
             clean: take(&self.counters.clean),
@@ -470,6 +474,16 @@ impl StateReader for Snapshot<'_, '_> {
         match self.get(StateKey::Code(code_hash))? {
             StateValue::Code(code) => Ok(code),
             _ => Err(mismatch()),
+        }
+    }
+
+    fn note_block_reads(&self, reads: u64) {
+        if self.reader == Reader::Execution {
+            self.layers
+                .counters
+                .block
+                .fetch_add(reads, Ordering::Relaxed);
+            metrics::counter!("stave_state_reads_total", "layer" => "l1").increment(reads);
         }
     }
 

@@ -137,11 +137,20 @@ fn reads_are_counted_per_layer() {
     snapshot.account(Address::with_last_byte(2)).expect("reads"); // L1.5
     layers.clear_origin();
     snapshot.account(Address::with_last_byte(2)).expect("reads"); // L3
+    // What the executing block served itself (L1) is reported by the executor.
+    snapshot.note_block_reads(3);
     let reads = layers.take_reads();
     assert_eq!(
-        (reads.diff, reads.disk, reads.origin, reads.clean),
-        (1, 1, 1, 1)
+        (
+            reads.block,
+            reads.diff,
+            reads.disk,
+            reads.origin,
+            reads.clean
+        ),
+        (3, 1, 1, 1, 1)
     );
+    assert_eq!(reads.total(), 7);
     assert_eq!(layers.take_reads().total(), 0);
 }
 

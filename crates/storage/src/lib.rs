@@ -26,4 +26,4 @@ mod lmdb;
 
 pub use error::StorageError;
 pub use kv::{KvStore, Op, Table, WriteBatch};
-pub use lmdb::{DEFAULT_MAP_SIZE, LmdbStore};
+pub use lmdb::{DEFAULT_MAP_SIZE, LmdbOptions, LmdbStore};

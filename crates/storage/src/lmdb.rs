@@ -23,9 +23,39 @@ pub struct LmdbStore {
     map_size: usize,
 }
 
+/// How a data dir is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LmdbOptions {
+    /// Size of the memory map in bytes (the most the data dir can hold).
+    pub map_size: usize,
+    /// Let the OS read ahead around each page LMDB faults in (LMDB's default). Off, every
+    /// miss reads one page: better when the data is much larger than RAM and read at
+    /// random, as state is.
+    pub read_ahead: bool,
+}
+
+impl LmdbOptions {
+    /// LMDB's defaults with a map of `map_size` bytes.
+    pub fn new(map_size: usize) -> Self {
+        Self {
+            map_size,
+            read_ahead: true,
+        }
+    }
+}
+
 impl LmdbStore {
     /// Opens (creating if needed) the data dir at `path` with a map of `map_size` bytes.
     pub fn open(path: &Path, map_size: usize) -> Result<Self, StorageError> {
+        Self::open_with(path, LmdbOptions::new(map_size))
+    }
+
+    /// Opens (creating if needed) the data dir at `path` with `options`.
+    pub fn open_with(path: &Path, options: LmdbOptions) -> Result<Self, StorageError> {
+        let LmdbOptions {
+            map_size,
+            read_ahead,
+        } = options;
         let open = |source| StorageError::Open {
             path: path.to_owned(),
             source,
@@ -35,11 +65,15 @@ impl LmdbStore {
         // the operator's local directory; README says not to put it on NFS), and LMDB's own
         // lock file, which we never touch, to coordinate processes.
         let env = unsafe {
-            EnvOpenOptions::new()
+            let mut env_options = EnvOpenOptions::new();
+            env_options
                 .map_size(map_size)
-                .max_dbs(Table::ALL.len() as u32)
-                .open(path)
-                .map_err(open)?
+                .max_dbs(Table::ALL.len() as u32);
+            if !read_ahead {
+                // Only an access hint to the OS: it changes no guarantee LMDB gives.
+                env_options.flags(heed::EnvFlags::NO_READ_AHEAD);
+            }
+            env_options.open(path).map_err(open)?
         };
         let wtxn = env.write_txn().map_err(open)?;
         let tables = env

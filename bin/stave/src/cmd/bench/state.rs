@@ -3,6 +3,11 @@
 //! prefetching, each time into a fresh copy of the same data dir whose pages were dropped
 //! from the OS page cache. Senders come from a warm sender cache (as when the txpool
 //! admitted the transactions), so the runs measure state access, not signatures.
+//!
+//! `posix_fadvise(DONTNEED)` alone leaves pages cached on some systems; with
+//! `--os-cache drop` (the default) the bench also asks the kernel to drop its whole clean
+//! page cache before each run (`/proc/sys/vm/drop_caches`, root only), and says whether it
+//! could.
 
 use std::{fs::File, os::fd::AsRawFd, path::Path, sync::Arc, time::Instant};
 
@@ -15,7 +20,7 @@ use stave_node::{Chain, Parallelism};
 use stave_primitives::{Address, ChainSpec, RecoveredTx, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder};
 use stave_state::{LayerReads, Prefetcher};
-use stave_storage::LmdbStore;
+use stave_storage::{LmdbOptions, LmdbStore};
 use stave_verify::SenderCache;
 
 use super::{CHAIN_ID, Output, ratio, threads};
@@ -35,14 +40,28 @@ pub struct StateArgs {
     /// Prefetch threads (default: 3/5 of the cores, at least one).
     #[arg(long)]
     prefetch_threads: Option<usize>,
+    /// How to make each run's data cold: `drop` the OS page cache (needs root; affects
+    /// the whole machine's cache) or only `fadvise` the copied data file.
+    #[arg(long, value_enum, default_value_t = OsCache::Drop)]
+    os_cache: OsCache,
     #[command(flatten)]
     output: Output,
+}
+
+/// How a run's data is made cold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum OsCache {
+    /// Drop the kernel's clean page cache (falls back to `fadvise` without root).
+    Drop,
+    /// Only advise the kernel to drop the copied data file.
+    Fadvise,
 }
 
 /// Share of the prefetch run's state reads each layer served, from the second block on.
 #[derive(Debug, Serialize)]
 struct HitRate {
-    /// The executor's own block overlay (not counted yet: reported as 0).
+    /// The executing block's own changes (the executor's overlay).
     l1: f64,
     l15: f64,
     l2: f64,
@@ -62,11 +81,14 @@ struct Report {
     speedup: f64,
     hit_rate: HitRate,
     wasted_prefetch: u64,
+    /// How the runs were made cold: "dropped" (the OS page cache) or "fadvise".
+    cold: &'static str,
 }
 
 /// Copies an LMDB data dir and drops the copy from the OS page cache, so its first reads
-/// go to the disk.
-fn cold_copy(from: &Path, to: &Path) -> anyhow::Result<()> {
+/// go to the disk; with `OsCache::Drop`, drops the whole clean page cache too. Returns how
+/// cold the copy is.
+fn cold_copy(from: &Path, to: &Path, os_cache: OsCache) -> anyhow::Result<&'static str> {
     std::fs::create_dir_all(to)?;
     let target = to.join("data.mdb");
     std::fs::copy(from.join("data.mdb"), &target).context("copying the data dir")?;
@@ -77,7 +99,16 @@ fn cold_copy(from: &Path, to: &Path) -> anyhow::Result<()> {
     if status != 0 {
         eprintln!("note: posix_fadvise failed ({status}); the OS page cache stays warm");
     }
-    Ok(())
+    if os_cache == OsCache::Drop {
+        // "1" drops clean page-cache pages; the copy was synced above, so it is clean.
+        match std::fs::write("/proc/sys/vm/drop_caches", "1") {
+            Ok(()) => return Ok("dropped"),
+            Err(error) => {
+                eprintln!("note: cannot drop the OS page cache ({error}); fadvise only");
+            }
+        }
+    }
+    Ok("fadvise")
 }
 
 /// Blocks of transfers from distinct random senders to random existing accounts.
@@ -118,10 +149,20 @@ fn run_once(
     blocks: &[Vec<u8>],
     senders: &Arc<SenderCache>,
     prefetcher: Option<&Prefetcher>,
-) -> anyhow::Result<(f64, stave_primitives::B256, LayerReads)> {
+    os_cache: OsCache,
+) -> anyhow::Result<(f64, stave_primitives::B256, LayerReads, &'static str)> {
     let dir = tempfile::tempdir()?;
-    cold_copy(genesis_dir, dir.path())?;
-    let store = LmdbStore::open(dir.path(), 64 << 30)?;
+    let cold = cold_copy(genesis_dir, dir.path(), os_cache)?;
+    // Without OS read-ahead, as a node whose state is much larger than RAM effectively
+    // runs: one miss, one page read (with it, a few thousand faults would pull this whole
+    // data dir into the page cache and no later read would miss).
+    let store = LmdbStore::open_with(
+        dir.path(),
+        LmdbOptions {
+            map_size: 64 << 30,
+            read_ahead: false,
+        },
+    )?;
     let mut chain = Chain::open_with(
         &store,
         spec,
@@ -140,7 +181,7 @@ fn run_once(
     })?;
     let ms = start.elapsed().as_secs_f64() * 1e3 / blocks.len() as f64;
     layers.clear_origin();
-    Ok((ms, chain.head()?.1, layers.take_reads()))
+    Ok((ms, chain.head()?.1, layers.take_reads(), cold))
 }
 
 /// Runs the state bench.
@@ -165,7 +206,7 @@ pub fn run(args: StateArgs) -> anyhow::Result<()> {
     }
     let blocks = {
         let dir = tempfile::tempdir()?;
-        cold_copy(genesis_dir.path(), dir.path())?;
+        cold_copy(genesis_dir.path(), dir.path(), OsCache::Fadvise)?;
         let store = LmdbStore::open(dir.path(), 64 << 30)?;
         let mut producer = Chain::open(&store, &spec, threads())?;
         txs.into_iter()
@@ -178,13 +219,21 @@ pub fn run(args: StateArgs) -> anyhow::Result<()> {
         .unwrap_or_else(Prefetcher::default_threads);
     let prefetcher = Prefetcher::new(prefetch_threads)?;
     eprintln!("importing without prefetch, then with {prefetch_threads} prefetch threads…");
-    let (plain_ms, plain_head, _) = run_once(&spec, genesis_dir.path(), &blocks, &senders, None)?;
-    let (prefetch_ms, prefetch_head, reads) = run_once(
+    let (plain_ms, plain_head, _, cold) = run_once(
+        &spec,
+        genesis_dir.path(),
+        &blocks,
+        &senders,
+        None,
+        args.os_cache,
+    )?;
+    let (prefetch_ms, prefetch_head, reads, _) = run_once(
         &spec,
         genesis_dir.path(),
         &blocks,
         &senders,
         Some(&prefetcher),
+        args.os_cache,
     )?;
     anyhow::ensure!(
         plain_head == prefetch_head,
@@ -201,13 +250,14 @@ pub fn run(args: StateArgs) -> anyhow::Result<()> {
         prefetch_ms_per_block: ratio(prefetch_ms, 1.0),
         speedup: ratio(plain_ms, prefetch_ms),
         hit_rate: HitRate {
-            l1: 0.0,
+            l1: share(reads.block),
             l15: share(reads.origin),
             l2: share(reads.diff),
             l3: share(reads.clean),
             disk: share(reads.disk),
         },
         wasted_prefetch: reads.wasted_prefetch,
+        cold,
     };
     println!("accounts on disk      {}", report.accounts);
     println!(
@@ -223,8 +273,10 @@ pub fn run(args: StateArgs) -> anyhow::Result<()> {
         prefetch_threads, report.prefetch_ms_per_block
     );
     println!("speedup               {:.2}x", report.speedup);
+    println!("cold by               {}", report.cold);
     println!(
-        "reads served (prefetch run): L1.5 {:.3}  L2 {:.3}  L3 {:.3}  disk {:.3}; wasted prefetch loads {}",
+        "reads served (prefetch run): L1 {:.3}  L1.5 {:.3}  L2 {:.3}  L3 {:.3}  disk {:.3}; wasted prefetch loads {}",
+        report.hit_rate.l1,
         report.hit_rate.l15,
         report.hit_rate.l2,
         report.hit_rate.l3,
