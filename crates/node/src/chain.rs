@@ -364,14 +364,22 @@ impl<'s> Chain<'s> {
     }
 
     /// Commits a block [`Chain::prepare`] made (the commit stage), moving its state diff
-    /// into the state layers.
+    /// into the state layers. It does not flush them: call [`Chain::flush`], which may run
+    /// on another thread while the next block is prepared and committed.
     pub fn commit(&self, prepared: &mut PreparedBlock) -> Result<Committed, ImportError> {
         let number = prepared.block.number();
         let diff = std::mem::take(&mut prepared.diff);
         let (committed, _) = stage("commit", number, || {
-            self.commit_parts(&prepared.input(), diff, Flush::Now)
+            self.commit_parts(&prepared.input(), diff, Flush::Later)
         });
         committed
+    }
+
+    /// Writes the oldest state layers to disk if enough have piled up (see
+    /// [`StateLayers::flush`]); safe beside [`Chain::prepare`] and [`Chain::commit`].
+    pub fn flush(&self) -> Result<(), ImportError> {
+        self.layers.flush(self.parallel())?;
+        Ok(())
     }
 
     /// Writes the block, then adds its state to the layers and flushes the oldest ones if
@@ -398,6 +406,7 @@ impl<'s> Chain<'s> {
     pub fn build(&mut self, txs: Vec<RecoveredTx>, timestamp: u64) -> Result<Vec<u8>, ImportError> {
         let mut prepared = self.prepare(&txs, timestamp)?;
         self.commit(&mut prepared)?;
+        self.flush()?;
         Ok(encode_block_parts(prepared.block.header(), &prepared.body))
     }
 

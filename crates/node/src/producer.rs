@@ -144,10 +144,18 @@ impl<'s> BlockProducer<'s> {
             parent.gas_limit,
             self.max_block_txs,
         );
-        let mut prepared = self
-            .chain
-            .prepare(&selected, timestamp.max(parent.timestamp))?;
-        self.chain.commit(&mut prepared)?;
+        let chain = &self.chain;
+        // The oldest state layers go to disk while this block executes and commits.
+        let prepared = std::thread::scope(|scope| {
+            let flushing = scope.spawn(|| chain.flush());
+            let prepared = chain
+                .prepare(&selected, timestamp.max(parent.timestamp))
+                .and_then(|mut prepared| chain.commit(&mut prepared).map(|_| prepared));
+            let flushed = flushing
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            flushed.and(prepared)
+        })?;
         let included: std::collections::HashSet<B256> = prepared
             .block
             .transactions()
