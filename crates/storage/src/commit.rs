@@ -260,12 +260,15 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
         out
     };
     let tx_index = || {
-        let txs: Vec<(usize, B256)> = block
+        let mut txs: Vec<(usize, B256)> = block
             .transactions()
             .iter()
             .map(|tx| tx.hash())
             .enumerate()
             .collect();
+        // In key order: LMDB inserts sorted keys into neighbouring pages instead of
+        // jumping across the tree for each random hash.
+        txs.sort_unstable_by_key(|(_, hash)| *hash);
         encode_all(&txs, parallel, |(index, tx_hash), ops| {
             let mut value = number.to_vec();
             value.extend_from_slice(&(*index as u32).to_be_bytes());
