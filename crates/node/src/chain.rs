@@ -16,12 +16,13 @@ use std::{
 
 use alloy_primitives::B256;
 use stave_codec::{decode_block, decode_block_serial, encode_block_parts, encode_transactions};
+use stave_exec::StateReader;
 use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor};
 use stave_primitives::{
     Block, ChainSpec, Header, Receipt, RecoveredTx, SealedBlock, StateDiff, merkle_root,
     receipts_root, state_root,
 };
-use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, Prefetcher, StateLayers};
+use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, Prefetcher, SpeculativeLayer, StateLayers};
 use stave_storage::{
     KvStore, Table,
     commit::{BlockToCommit, Committed, commit_block, flushed_height, head, header},
@@ -107,6 +108,31 @@ impl PreparedBlock {
             body: &self.body,
             receipts: &self.receipts,
             diff: None,
+        }
+    }
+}
+
+/// A block executed on top of the stored head, or of other speculative blocks, but not
+/// committed: a consensus proposal that may still be abandoned. Blocks built on it read its
+/// state through its layer; [`Chain::commit_speculative`] commits it once it is final.
+#[derive(Clone)]
+pub struct SpeculativeBlock {
+    /// The block and what the commit stage writes for it (its state is in `layer`).
+    pub prepared: PreparedBlock,
+    /// Its transactions with their senders, for the txpool once it commits.
+    pub recovered: Vec<RecoveredTx>,
+    layer: SpeculativeLayer,
+}
+
+impl SpeculativeBlock {
+    /// Holds `prepared`'s state changes in a layer later blocks can execute on.
+    pub fn new(mut prepared: PreparedBlock, recovered: Vec<RecoveredTx>) -> Self {
+        let diff = std::mem::take(&mut prepared.diff);
+        let layer = SpeculativeLayer::new(prepared.block.number(), prepared.block.hash(), diff);
+        Self {
+            prepared,
+            recovered,
+            layer,
         }
     }
 }
@@ -259,7 +285,12 @@ impl<'s> Chain<'s> {
                     number,
                     source: Box::new(source),
                 })?;
-            let outcome = self.execute(block.header(), &recovered, Mode::Validate)?;
+            let outcome = self.execute(
+                &self.layers.latest(),
+                block.header(),
+                &recovered,
+                Mode::Validate,
+            )?;
             let parent = header(self.store, number - 1)?.ok_or(ImportError::NoGenesis)?;
             let root = state_root(parent.state_root, &outcome.diff);
             if root != block.header().state_root {
@@ -297,18 +328,17 @@ impl<'s> Chain<'s> {
 
     fn execute(
         &self,
+        state: &dyn StateReader,
         header: &Header,
         txs: &[RecoveredTx],
         mode: Mode,
     ) -> Result<ExecutionOutcome, ImportError> {
-        let state = self.layers.latest();
         match self.parallelism {
-            Parallelism::Parallel => {
-                self.executor
-                    .execute(&state, self.chain_id, header, txs, mode)
-            }
+            Parallelism::Parallel => self
+                .executor
+                .execute(state, self.chain_id, header, txs, mode),
             Parallelism::Serial => {
-                stave_exec::execute_serial(&state, self.chain_id, header, txs, mode)
+                stave_exec::execute_serial(state, self.chain_id, header, txs, mode)
             }
         }
         .map_err(|source| ImportError::Execute {
@@ -328,7 +358,48 @@ impl<'s> Chain<'s> {
         txs: &[RecoveredTx],
         timestamp: u64,
     ) -> Result<PreparedBlock, ImportError> {
-        let parent = self.head_header()?;
+        self.prepare_on(&[], txs, timestamp)
+    }
+
+    /// The parent header and the state a block on top of `ancestors` (speculative blocks,
+    /// oldest first, the first a child of the stored head) executes on.
+    fn tip(
+        &self,
+        ancestors: &[&SpeculativeBlock],
+    ) -> Result<(Header, stave_state::Snapshot<'_, 's>), ImportError> {
+        let state = self.layers.latest();
+        let Some(newest) = ancestors.last() else {
+            return Ok((self.head_header()?, state));
+        };
+        let (head_number, head_hash) = self.head()?;
+        let mut parent = (head_number, head_hash);
+        for ancestor in ancestors {
+            let block = &ancestor.prepared.block;
+            if block.number() != parent.0 + 1 || block.header().parent_hash != parent.1 {
+                return Err(ImportError::NotChild {
+                    number: block.number(),
+                    head_number: parent.0,
+                    head: parent.1,
+                });
+            }
+            parent = (block.number(), block.hash());
+        }
+        let layers: Vec<SpeculativeLayer> = ancestors.iter().map(|b| b.layer.clone()).collect();
+        Ok((
+            newest.prepared.block.header().clone(),
+            state.with_speculative(&layers),
+        ))
+    }
+
+    /// [`Chain::prepare`] on top of `ancestors`: speculative blocks, oldest first, the
+    /// first a child of the stored head (none: on the head itself).
+    pub fn prepare_on(
+        &self,
+        ancestors: &[&SpeculativeBlock],
+        txs: &[RecoveredTx],
+        timestamp: u64,
+    ) -> Result<PreparedBlock, ImportError> {
+        let (parent, state) = self.tip(ancestors)?;
         let mut header = Header {
             parent_hash: parent.hash_slow(),
             number: parent.number + 1,
@@ -338,7 +409,7 @@ impl<'s> Chain<'s> {
             ..Header::default()
         };
         let (outcome, _) = stage("execute", header.number, || {
-            self.execute(&header, txs, Mode::Build)
+            self.execute(&state, &header, txs, Mode::Build)
         });
         let outcome = outcome?;
         let transactions: Vec<_> = outcome
@@ -361,6 +432,59 @@ impl<'s> Chain<'s> {
             receipts: outcome.receipts,
             diff: outcome.diff,
         })
+    }
+
+    /// Decodes, verifies and executes an encoded block on top of `ancestors` (speculative
+    /// blocks, oldest first, the first a child of the stored head) and checks its header,
+    /// without committing it: a consensus engine's verification of a proposal.
+    pub fn validate_on(
+        &self,
+        ancestors: &[&SpeculativeBlock],
+        bytes: &[u8],
+    ) -> Result<SpeculativeBlock, ImportError> {
+        let (parent, state) = self.tip(ancestors)?;
+        let Received {
+            block, recovered, ..
+        } = self.receive(bytes)?;
+        let number = block.number();
+        if number != parent.number + 1 || block.header().parent_hash != parent.hash_slow() {
+            return Err(ImportError::NotChild {
+                number,
+                head_number: parent.number,
+                head: parent.hash_slow(),
+            });
+        }
+        // A block already stored at this height is final: nothing may replace it.
+        let recovered = recovered.ok_or(ImportError::NotChild {
+            number,
+            head_number: parent.number,
+            head: parent.hash_slow(),
+        })?;
+        let (outcome, _) = stage("execute", number, || {
+            self.execute_checked(&state, &block, &recovered, &parent)
+        });
+        let outcome = outcome?;
+        let body = encode_transactions(block.transactions())?;
+        Ok(SpeculativeBlock::new(
+            PreparedBlock {
+                block,
+                body,
+                receipts: outcome.receipts,
+                diff: outcome.diff,
+            },
+            recovered,
+        ))
+    }
+
+    /// Commits a speculative block once it is final (it must be a child of the head).
+    pub fn commit_speculative(&self, block: SpeculativeBlock) -> Result<Committed, ImportError> {
+        let SpeculativeBlock {
+            prepared, layer, ..
+        } = block;
+        let (committed, _) = stage("commit", prepared.block.number(), || {
+            self.commit_parts(&prepared.input(), layer.into_diff(), Flush::Later)
+        });
+        committed
     }
 
     /// Commits a block [`Chain::prepare`] made (the commit stage), moving its state diff
@@ -532,6 +656,48 @@ impl<'s> Chain<'s> {
         })
     }
 
+    /// Executes `block` on `state` (the state after `parent`) and checks the header's gas
+    /// used, receipts root and state root against the outcome.
+    fn execute_checked(
+        &self,
+        state: &dyn StateReader,
+        block: &SealedBlock,
+        recovered: &[RecoveredTx],
+        parent: &Header,
+    ) -> Result<ExecutionOutcome, ImportError> {
+        let outcome = self.execute(state, block.header(), recovered, Mode::Validate)?;
+        let header = block.header();
+        let claims = [
+            (
+                "gas_used",
+                header.gas_used.to_string(),
+                outcome.gas_used.to_string(),
+            ),
+            (
+                "receipts_root",
+                header.receipts_root.to_string(),
+                receipts_root(&outcome.receipts).to_string(),
+            ),
+            (
+                "state_root",
+                header.state_root.to_string(),
+                state_root(parent.state_root, &outcome.diff).to_string(),
+            ),
+        ];
+        match claims
+            .into_iter()
+            .find(|(_, claimed, computed)| claimed != computed)
+        {
+            Some((field, claimed, computed)) => Err(ImportError::HeaderMismatch {
+                number: header.number,
+                field,
+                claimed,
+                computed,
+            }),
+            None => Ok(outcome),
+        }
+    }
+
     /// The execute and commit stages of a received block, on top of the stored head.
     fn apply(&self, received: Received, flush: Flush) -> Result<Imported, ImportError> {
         let Received {
@@ -561,37 +727,7 @@ impl<'s> Chain<'s> {
         }
         let parent = header(self.store, head_number)?.ok_or(ImportError::NoGenesis)?;
         let (outcome, elapsed) = stage("execute", number, || {
-            let outcome = self.execute(block.header(), &recovered, Mode::Validate)?;
-            let header = block.header();
-            let claims = [
-                (
-                    "gas_used",
-                    header.gas_used.to_string(),
-                    outcome.gas_used.to_string(),
-                ),
-                (
-                    "receipts_root",
-                    header.receipts_root.to_string(),
-                    receipts_root(&outcome.receipts).to_string(),
-                ),
-                (
-                    "state_root",
-                    header.state_root.to_string(),
-                    state_root(parent.state_root, &outcome.diff).to_string(),
-                ),
-            ];
-            match claims
-                .into_iter()
-                .find(|(_, claimed, computed)| claimed != computed)
-            {
-                Some((field, claimed, computed)) => Err(ImportError::HeaderMismatch {
-                    number,
-                    field,
-                    claimed,
-                    computed,
-                }),
-                None => Ok(outcome),
-            }
+            self.execute_checked(&self.layers.latest(), &block, &recovered, &parent)
         });
         times.execute = elapsed;
         let outcome = outcome?;

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use alloy_consensus::Transaction as _;
 use alloy_primitives::B256;
 use stave_exec::StateReader;
 use stave_primitives::{ChainSpec, Header, Receipt, RecoveredTx, SealedBlock};
@@ -16,7 +17,10 @@ use stave_state::{StateLayerError, StateLayers};
 use stave_storage::{KvStore, StorageError, commit};
 use stave_txpool::{DropReason, TxPool};
 
-use crate::{chain::Chain, error::ImportError};
+use crate::{
+    chain::{Chain, PreparedBlock, SpeculativeBlock},
+    error::ImportError,
+};
 
 /// Why a state query could not be answered.
 #[derive(Debug, thiserror::Error)]
@@ -136,26 +140,97 @@ impl<'s> BlockProducer<'s> {
     /// that keeps producing lets clients waiting for "the next block" make progress) and
     /// commits it.
     pub fn produce(&mut self, timestamp: u64) -> Result<Produced, ImportError> {
-        let store = self.view.store;
-        let (head, _) = self.chain.head()?;
-        let parent = commit::header(store, head)?.ok_or(ImportError::NoGenesis)?;
-        let selected = self.pool.select(
-            parent.base_fee_per_gas,
-            parent.gas_limit,
-            self.max_block_txs,
-        );
         let chain = &self.chain;
         // The oldest state layers go to disk while this block executes and commits.
-        let prepared = std::thread::scope(|scope| {
+        let (prepared, included, dropped) = std::thread::scope(|scope| {
             let flushing = scope.spawn(|| chain.flush());
-            let prepared = chain
-                .prepare(&selected, timestamp.max(parent.timestamp))
-                .and_then(|mut prepared| chain.commit(&mut prepared).map(|_| prepared));
+            let prepared = self.select_and_prepare(&[], timestamp).and_then(
+                |(mut prepared, included, dropped)| {
+                    chain
+                        .commit(&mut prepared)
+                        .map(|_| (prepared, included, dropped))
+                },
+            );
             let flushed = flushing
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             flushed.and(prepared)
         })?;
+        self.settle(&included, prepared.block.number());
+        Ok(Produced {
+            block: prepared.block,
+            receipts: prepared.receipts,
+            dropped,
+        })
+    }
+
+    /// Builds a block from the pool on top of `ancestors` (speculative blocks, oldest first,
+    /// the first a child of the head), without committing it: a consensus proposal. The
+    /// pool skips the transactions the ancestors carry.
+    pub fn propose_on(
+        &self,
+        ancestors: &[&SpeculativeBlock],
+        timestamp: u64,
+    ) -> Result<SpeculativeBlock, ImportError> {
+        let (prepared, included, _) = self.select_and_prepare(ancestors, timestamp)?;
+        Ok(SpeculativeBlock::new(prepared, included))
+    }
+
+    /// Checks a proposed block on top of `ancestors` through the import pipeline (decode,
+    /// verify with the sender cache, execute, header check), without committing it.
+    pub fn validate_on(
+        &self,
+        ancestors: &[&SpeculativeBlock],
+        bytes: &[u8],
+    ) -> Result<SpeculativeBlock, ImportError> {
+        self.chain.validate_on(ancestors, bytes)
+    }
+
+    /// Commits a speculative block once consensus finalized it (a child of the head).
+    pub fn commit_final(&mut self, block: SpeculativeBlock) -> Result<Produced, ImportError> {
+        let number = block.prepared.block.number();
+        let included = block.recovered.clone();
+        let receipts = block.prepared.receipts.clone();
+        let sealed = block.prepared.block.clone();
+        self.chain.commit_speculative(block)?;
+        self.chain.flush()?;
+        self.settle(&included, number);
+        Ok(Produced {
+            block: sealed,
+            receipts,
+            dropped: 0,
+        })
+    }
+
+    /// Selects the pool's best transactions for a block on top of `ancestors` and executes
+    /// them; those that fail leave the pool. Returns the block, the transactions it
+    /// includes and how many failed.
+    fn select_and_prepare(
+        &self,
+        ancestors: &[&SpeculativeBlock],
+        timestamp: u64,
+    ) -> Result<(PreparedBlock, Vec<RecoveredTx>, usize), ImportError> {
+        let parent = match ancestors.last() {
+            Some(newest) => newest.prepared.block.header().clone(),
+            None => {
+                let (head, _) = self.chain.head()?;
+                commit::header(self.view.store, head)?.ok_or(ImportError::NoGenesis)?
+            }
+        };
+        let mut next_nonces = std::collections::HashMap::new();
+        for tx in ancestors.iter().flat_map(|block| &block.recovered) {
+            let next = next_nonces.entry(tx.sender).or_insert(0);
+            *next = (*next).max(tx.tx.envelope().nonce() + 1);
+        }
+        let selected = self.pool.select_after(
+            parent.base_fee_per_gas,
+            parent.gas_limit,
+            self.max_block_txs,
+            &next_nonces,
+        );
+        let prepared =
+            self.chain
+                .prepare_on(ancestors, &selected, timestamp.max(parent.timestamp))?;
         let included: std::collections::HashSet<B256> = prepared
             .block
             .transactions()
@@ -167,12 +242,7 @@ impl<'s> BlockProducer<'s> {
             .partition(|tx| included.contains(&tx.tx.hash()));
         let failed: Vec<B256> = failed.iter().map(|tx| tx.tx.hash()).collect();
         self.pool.discard(&failed, DropReason::FailedExecution);
-        self.settle(&included, prepared.block.number());
-        Ok(Produced {
-            block: prepared.block,
-            receipts: prepared.receipts,
-            dropped: failed.len(),
-        })
+        Ok((prepared, included, failed.len()))
     }
 
     /// Imports a block another node produced, through the whole import pipeline, and

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use alloy_primitives::B256;
 use stave_node::{BlockProducer, Chain, ChainView, ViewError};
 use stave_primitives::{Address, ChainSpec, DEFAULT_BASE_FEE, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder};
@@ -93,4 +94,98 @@ fn produced_blocks_empty_the_pool_and_every_recent_state_stays_queryable() {
         balance_at(Some(blocks + 1)),
         Err(ViewError::UnknownBlock(_))
     ));
+}
+
+/// A producer over `store` with its own pool (sender cache shared with its chain).
+fn producer_over<'s>(store: &'s LmdbStore, spec: &ChainSpec) -> (BlockProducer<'s>, Arc<TxPool>) {
+    let cache = Arc::new(SenderCache::new(1024));
+    let chain = Chain::open_with(
+        store,
+        spec,
+        2,
+        stave_node::Parallelism::Parallel,
+        Some(cache.clone()),
+    )
+    .expect("opens");
+    let view = Arc::new(ChainView::new(&chain, spec.clone()));
+    let pool = Arc::new(TxPool::new(
+        PoolConfig::new(CHAIN_ID, spec.gas_limit()),
+        cache,
+    ));
+    (BlockProducer::new(chain, view, pool.clone(), 100), pool)
+}
+
+#[test]
+fn blocks_built_on_uncommitted_parents_commit_to_the_chain_a_plain_import_makes() {
+    let spec = ChainSpec::dev(CHAIN_ID, 2);
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let stores: Vec<_> = dirs
+        .iter()
+        .map(|dir| LmdbStore::open(dir.path(), 256 << 20).expect("opens"))
+        .collect();
+    let (mut proposer, pool) = producer_over(&stores[0], &spec);
+    let (mut validator, _) = producer_over(&stores[1], &spec);
+    let (mut follower, _) = producer_over(&stores[2], &spec);
+    let genesis_state = stave_exec::MemoryState::from_genesis(&spec);
+    let added = pool.add(
+        &[transfer(0, 5), transfer(1, 7), transfer(2, 11)],
+        &genesis_state,
+        DEFAULT_BASE_FEE,
+    );
+    assert!(added.iter().all(Result::is_ok), "{added:?}");
+
+    // Block 2 is built on block 1 before block 1 commits: the pool skips block 1's
+    // transactions, and block 2 executes on block 1's state (nonce 3 is valid only after
+    // nonces 0..=2).
+    let first = proposer.propose_on(&[], 1).expect("proposes");
+    assert_eq!(first.prepared.block.transactions().len(), 3);
+    let added = pool.add(&[transfer(3, 13)], &genesis_state, DEFAULT_BASE_FEE);
+    assert!(added[0].is_ok(), "{added:?}");
+    let second = proposer
+        .propose_on(&[&first], 2)
+        .expect("proposes on block 1");
+    assert_eq!(second.prepared.block.number(), 2);
+    assert_eq!(second.prepared.block.transactions().len(), 1);
+
+    // Another node validates both before either is final, then commits them.
+    let encode = |block: &stave_node::SpeculativeBlock| {
+        stave_codec::encode_block_parts(block.prepared.block.header(), &block.prepared.body)
+    };
+    let (bytes1, bytes2) = (encode(&first), encode(&second));
+    let checked1 = validator.validate_on(&[], &bytes1).expect("block 1 valid");
+    let checked2 = validator
+        .validate_on(&[&checked1], &bytes2)
+        .expect("block 2 valid on block 1");
+    // A block claiming another state root is refused.
+    let mut forged = second.prepared.block.header().clone();
+    forged.state_root = B256::repeat_byte(1);
+    let forged = stave_codec::encode_block_parts(&forged, &second.prepared.body);
+    assert!(validator.validate_on(&[&checked1], &forged).is_err());
+    validator.commit_final(checked1).expect("commits 1");
+    validator.commit_final(checked2).expect("commits 2");
+    proposer.commit_final(first).expect("commits 1");
+    proposer.commit_final(second).expect("commits 2");
+    assert_eq!(pool.status().pending, 0);
+
+    // A plain import of the same bytes ends at the same head.
+    follower.follow(&bytes1).expect("imports 1");
+    follower.follow(&bytes2).expect("imports 2");
+    let heads: Vec<_> = [&proposer, &validator, &follower]
+        .iter()
+        .map(|producer| producer.head().expect("head"))
+        .collect();
+    assert_eq!(heads[0].0, 2);
+    assert!(heads.iter().all(|head| *head == heads[0]), "{heads:?}");
+    let roots: Vec<_> = stores
+        .iter()
+        .map(|store| {
+            stave_storage::commit::header(store, 2)
+                .expect("reads")
+                .expect("stored")
+                .state_root
+        })
+        .collect();
+    assert!(roots.iter().all(|root| *root == roots[0]));
 }

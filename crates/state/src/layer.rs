@@ -38,31 +38,71 @@ pub(crate) fn keys(diff: &StateDiff) -> impl Iterator<Item = StateKey> + '_ {
         .chain(diff.codes.keys().map(|hash| StateKey::Code(*hash)))
 }
 
+/// The value `diff` gives `key`, if it changed it.
+pub(crate) fn lookup(diff: &StateDiff, key: &StateKey) -> Option<StateValue> {
+    match key {
+        StateKey::Account(address) => diff
+            .accounts
+            .get(address)
+            .map(|change| StateValue::Account(change.info)),
+        StateKey::Storage(address, slot) => {
+            let change = diff.accounts.get(address)?;
+            match change.storage.get(slot) {
+                Some(value) => Some(StateValue::Storage(*value)),
+                // Storage wiped in this block: every unlisted slot is zero.
+                None if change.storage_cleared => Some(StateValue::Storage(Default::default())),
+                None => None,
+            }
+        }
+        StateKey::Code(hash) => diff
+            .codes
+            .get(hash)
+            .map(|code| StateValue::Code(Some(code.clone()))),
+        StateKey::Wiped(_) => None,
+    }
+}
+
 impl DiffLayer {
     /// The value this layer gives `key`, if it changed it.
     pub(crate) fn get(&self, key: &StateKey) -> Option<StateValue> {
-        match key {
-            StateKey::Account(address) => self
-                .diff
-                .accounts
-                .get(address)
-                .map(|change| StateValue::Account(change.info)),
-            StateKey::Storage(address, slot) => {
-                let change = self.diff.accounts.get(address)?;
-                match change.storage.get(slot) {
-                    Some(value) => Some(StateValue::Storage(*value)),
-                    // Storage wiped in this block: every unlisted slot is zero.
-                    None if change.storage_cleared => Some(StateValue::Storage(Default::default())),
-                    None => None,
-                }
-            }
-            StateKey::Code(hash) => self
-                .diff
-                .codes
-                .get(hash)
-                .map(|code| StateValue::Code(Some(code.clone()))),
-            StateKey::Wiped(_) => None,
-        }
+        lookup(&self.diff, key)
+    }
+}
+
+/// The changes of a block executed but not committed: a consensus engine's notarized
+/// block, which the next proposal may build on before it is final. Cheap to clone.
+#[derive(Clone)]
+pub struct SpeculativeLayer(Arc<Speculative>);
+
+struct Speculative {
+    number: u64,
+    hash: B256,
+    diff: StateDiff,
+}
+
+impl SpeculativeLayer {
+    /// Block `number` (`hash`)'s changes, `diff`.
+    pub fn new(number: u64, hash: B256, diff: StateDiff) -> Self {
+        Self(Arc::new(Speculative { number, hash, diff }))
+    }
+
+    /// The block's number.
+    pub fn number(&self) -> u64 {
+        self.0.number
+    }
+
+    /// The block's hash.
+    pub fn hash(&self) -> B256 {
+        self.0.hash
+    }
+
+    /// The changes, for committing the block (copied if another holder still reads them).
+    pub fn into_diff(self) -> StateDiff {
+        Arc::try_unwrap(self.0).map_or_else(|shared| shared.diff.clone(), |layer| layer.diff)
+    }
+
+    pub(crate) fn get(&self, key: &StateKey) -> Option<StateValue> {
+        lookup(&self.0.diff, key)
     }
 }
 

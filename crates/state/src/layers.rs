@@ -19,7 +19,7 @@ use crate::{
     bloom::KeyBloom,
     error::StateLayerError,
     key::{StateKey, StateValue},
-    layer::{DiffLayer, keys, merge},
+    layer::{DiffLayer, SpeculativeLayer, keys, merge},
 };
 
 /// Layers kept in memory: the state of each of the last 128 blocks can be read.
@@ -236,6 +236,7 @@ impl<'s> StateLayers<'s> {
         let stack: Vec<_> = self.layers.read().iter().rev().cloned().collect();
         Snapshot {
             layers: self,
+            speculative: Vec::new(),
             bloom: stack.first().map(|layer| layer.bloom.clone()),
             stack,
             reader: Reader::Execution,
@@ -273,6 +274,7 @@ impl<'s> StateLayers<'s> {
         drop(layers);
         let snapshot = Snapshot {
             layers: self,
+            speculative: Vec::new(),
             bloom: stack.first().map(|layer| layer.bloom.clone()),
             stack,
             reader: Reader::Historical,
@@ -411,6 +413,8 @@ impl<'s> StateLayers<'s> {
 /// The state at one block: its layers (newest first) over what lies below them.
 pub struct Snapshot<'l, 's> {
     layers: &'l StateLayers<'s>,
+    /// Blocks above the head not yet committed, newest first.
+    speculative: Vec<SpeculativeLayer>,
     /// The top layer's bloom: covers every layer of the stack.
     bloom: Option<Arc<KeyBloom>>,
     stack: Vec<Arc<DiffLayer>>,
@@ -422,20 +426,36 @@ impl Snapshot<'_, '_> {
     pub(crate) fn for_prefetch(&self) -> Self {
         Self {
             layers: self.layers,
+            speculative: self.speculative.clone(),
             bloom: self.bloom.clone(),
             stack: self.stack.clone(),
             reader: Reader::Prefetch,
         }
     }
 
+    /// The state after `speculative` (blocks not yet committed, oldest first, the first a
+    /// child of this snapshot's block): what a block proposed on top of them executes on.
+    pub fn with_speculative(mut self, speculative: &[SpeculativeLayer]) -> Self {
+        self.speculative = speculative.iter().rev().cloned().collect();
+        self
+    }
+
     /// The block this snapshot is the state after.
     pub fn number(&self) -> u64 {
+        if let Some(top) = self.speculative.first() {
+            return top.number();
+        }
         self.stack
             .first()
             .map_or_else(|| self.layers.flushed(), |layer| layer.number)
     }
 
     fn get(&self, key: StateKey) -> Result<StateValue, StateError> {
+        if let Some(value) = self.speculative.iter().find_map(|layer| layer.get(&key)) {
+            self.layers
+                .count(self.reader, &self.layers.counters.diff, "l2");
+            return Ok(value);
+        }
         let in_layers = |bloom: &Arc<KeyBloom>| {
             bloom.may_contain(&key)
                 || matches!(key, StateKey::Storage(owner, _) if bloom.may_contain(&StateKey::Wiped(owner)))
@@ -488,6 +508,13 @@ impl StateReader for Snapshot<'_, '_> {
     }
 
     fn block_hash(&self, number: u64) -> Result<B256, StateError> {
+        if let Some(layer) = self
+            .speculative
+            .iter()
+            .find(|layer| layer.number() == number)
+        {
+            return Ok(layer.hash());
+        }
         if let Some(layer) = self.stack.iter().find(|layer| layer.number == number) {
             return Ok(layer.hash);
         }

@@ -23,6 +23,7 @@ mod layers;
 mod prefetch;
 
 pub use error::StateLayerError;
+pub use layer::SpeculativeLayer;
 pub use layers::{
     DEFAULT_CLEAN_CACHE_ENTRIES, FLUSH_BATCH, KEPT_LAYERS, LayerReads, Snapshot, StateLayers,
 };

@@ -357,6 +357,19 @@ impl TxPool {
     /// `max_txs` or `gas_limit` (by gas limit) is reached. They stay in the pool until
     /// [`TxPool::on_block`] sees them committed.
     pub fn select(&self, base_fee: u64, gas_limit: u64, max_txs: usize) -> Vec<RecoveredTx> {
+        self.select_after(base_fee, gas_limit, max_txs, &HashMap::new())
+    }
+
+    /// [`TxPool::select`] for a block that follows blocks not yet committed (a consensus
+    /// proposal on a notarized parent): a sender listed in `next_nonces` starts at that
+    /// nonce, past the transactions those blocks already carry.
+    pub fn select_after(
+        &self,
+        base_fee: u64,
+        gas_limit: u64,
+        max_txs: usize,
+        next_nonces: &HashMap<Address, u64>,
+    ) -> Vec<RecoveredTx> {
         /// A sender's next executable transaction, ordered for the max-heap.
         struct Head(Arc<PoolTx>, u128);
         impl PartialEq for Head {
@@ -387,8 +400,11 @@ impl TxPool {
         };
         let mut heap: BinaryHeap<Head> = inner
             .senders
-            .values()
-            .filter_map(|queue| head_of(queue, queue.state_nonce))
+            .iter()
+            .filter_map(|(sender, queue)| {
+                let next = next_nonces.get(sender).copied().unwrap_or_default();
+                head_of(queue, queue.state_nonce.max(next))
+            })
             .collect();
         let mut selected = Vec::new();
         let mut gas_left = gas_limit;

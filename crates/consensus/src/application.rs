@@ -1,0 +1,342 @@
+//! The chain behind the engine: proposals built from the txpool, proposals verified
+//! through the import pipeline, finalized blocks committed.
+//!
+//! The engine runs on commonware's async runtime; the chain (LMDB, rayon stages) runs on
+//! one thread of its own, [`ChainActor::run`]. [`StaveApp`] is the engine's handle: it
+//! implements marshal's [`Application`] (propose, verify) and the [`Reporter`] marshal
+//! delivers finalized blocks to, and forwards each as a [`Request`] to the actor.
+//!
+//! A proposal may build on a notarized parent that is not final yet, so the actor keeps
+//! every block it executed but has not committed as a [`SpeculativeBlock`]; a child
+//! executes on the head's state plus its uncommitted ancestors' layers. Finalization
+//! commits the speculative block (or, for a block this node never saw, imports it
+//! through the whole pipeline) and drops the speculative blocks at or below the head.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+        mpsc,
+    },
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use alloy_primitives::B256;
+use commonware_actor::Feedback;
+use commonware_consensus::{
+    Application, Heightable, Reporter,
+    marshal::{Update, ancestry::Ancestry},
+    simplex::{scheme::ed25519::Scheme, types::Context},
+};
+use commonware_cryptography::{Digested, Digestible, ed25519::PublicKey, sha256::Digest};
+use commonware_runtime::Clock;
+use commonware_utils::{Acknowledgement, acknowledgement::Exact};
+use futures::{StreamExt, channel::oneshot};
+use stave_node::{BlockProducer, ImportError, Produced, SpeculativeBlock};
+use stave_txpool::TxPool;
+
+use crate::block::ConsensusBlock;
+
+/// What the engine asks of the chain.
+pub enum Request {
+    /// Build a block on top of `ancestors` (blocks above the head, oldest first).
+    Propose {
+        /// The proposal's unfinalized ancestors, oldest first.
+        ancestors: Vec<ConsensusBlock>,
+        /// Seconds since the Unix epoch.
+        timestamp: u64,
+        /// The block, or `None` if it could not be built.
+        reply: oneshot::Sender<Option<ConsensusBlock>>,
+    },
+    /// Check `block` on top of `ancestors`.
+    Verify {
+        /// The proposed block.
+        block: ConsensusBlock,
+        /// Its unfinalized ancestors, oldest first.
+        ancestors: Vec<ConsensusBlock>,
+        /// Whether the block is valid.
+        reply: oneshot::Sender<bool>,
+    },
+    /// `block` is final: commit it, then acknowledge.
+    Finalized {
+        /// The block.
+        block: ConsensusBlock,
+        /// Marshal's acknowledgement, sent once the block is durable.
+        ack: Exact,
+    },
+}
+
+/// The engine's handle on the chain: marshal's application and finalized-block reporter.
+#[derive(Clone)]
+pub struct StaveApp {
+    requests: mpsc::Sender<Request>,
+    head: Arc<AtomicU64>,
+    pool: Arc<TxPool>,
+    idle_wait: Duration,
+}
+
+/// How often a leader with an empty pool looks again before proposing.
+const POOL_POLL: Duration = Duration::from_millis(10);
+
+impl StaveApp {
+    /// Blocks from `ancestry` (newest first) down to the first one at or below the head,
+    /// oldest first.
+    async fn unfinalized(
+        &self,
+        mut ancestry: impl Ancestry<ConsensusBlock>,
+    ) -> Vec<ConsensusBlock> {
+        let head = self.head.load(Ordering::Acquire);
+        let mut blocks = Vec::new();
+        while let Some(block) = ancestry.next().await {
+            if block.height().get() <= head {
+                break;
+            }
+            blocks.push(block.inner().clone());
+        }
+        blocks.reverse();
+        blocks
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+impl<E: Clock + Send + 'static> Application<E> for StaveApp {
+    type SigningScheme = Scheme;
+    type Context = Context<Digest, PublicKey>;
+    type Block = ConsensusBlock;
+    type Input = ();
+
+    async fn propose(
+        &mut self,
+        (clock, _): (E, Self::Context),
+        ancestry: impl Ancestry<Self::Block>,
+        _input: (),
+    ) -> Option<Digested<Self::Block>> {
+        // An idle chain makes an empty block only every `idle_wait`.
+        let deadline = clock.current() + self.idle_wait;
+        while self.pool.status().pending == 0 && clock.current() < deadline {
+            clock.sleep(POOL_POLL).await;
+        }
+        let ancestors = self.unfinalized(ancestry).await;
+        let (reply, block) = oneshot::channel();
+        self.requests
+            .send(Request::Propose {
+                ancestors,
+                timestamp: now(),
+                reply,
+            })
+            .ok()?;
+        let block = block.await.ok()??;
+        let digest = block.digest();
+        Some(Digested::precomputed(block, digest))
+    }
+
+    async fn verify(
+        &mut self,
+        _context: (E, Self::Context),
+        ancestry: impl Ancestry<Self::Block>,
+    ) -> bool {
+        let mut chain = self.unfinalized(ancestry).await;
+        let Some(block) = chain.pop() else {
+            // At or below the head: already final, nothing to vote for.
+            return false;
+        };
+        let (reply, valid) = oneshot::channel();
+        if self
+            .requests
+            .send(Request::Verify {
+                block,
+                ancestors: chain,
+                reply,
+            })
+            .is_err()
+        {
+            return false;
+        }
+        valid.await.unwrap_or(false)
+    }
+}
+
+impl Reporter for StaveApp {
+    type Activity = Update<ConsensusBlock>;
+
+    fn report(&mut self, activity: Self::Activity) -> Feedback {
+        match activity {
+            Update::Tip(..) => Feedback::Ok,
+            Update::Block(block, ack) => {
+                let block = block.inner().clone();
+                match self.requests.send(Request::Finalized { block, ack }) {
+                    Ok(()) => Feedback::Ok,
+                    Err(_) => Feedback::Closed,
+                }
+            }
+        }
+    }
+}
+
+/// The chain's side: owns the producer and the speculative blocks, answers [`Request`]s
+/// one at a time on the calling thread.
+pub struct ChainActor<'s, F> {
+    producer: BlockProducer<'s>,
+    speculative: HashMap<B256, SpeculativeBlock>,
+    head: Arc<AtomicU64>,
+    requests: mpsc::Receiver<Request>,
+    on_commit: F,
+}
+
+/// A chain actor over `producer` (whose txpool is `pool`) and the engine's handle on it.
+/// A leader whose pool is empty waits up to `idle_wait` for transactions before it
+/// proposes; `on_commit` sees every block the actor commits.
+pub fn chain_actor<'s, F: FnMut(&Produced)>(
+    producer: BlockProducer<'s>,
+    pool: Arc<TxPool>,
+    idle_wait: Duration,
+    on_commit: F,
+) -> Result<(ChainActor<'s, F>, StaveApp), ImportError> {
+    let (number, _) = producer.head()?;
+    let head = Arc::new(AtomicU64::new(number));
+    let (sender, requests) = mpsc::channel();
+    Ok((
+        ChainActor {
+            producer,
+            speculative: HashMap::new(),
+            head: head.clone(),
+            requests,
+            on_commit,
+        },
+        StaveApp {
+            requests: sender,
+            head,
+            pool,
+            idle_wait,
+        },
+    ))
+}
+
+impl<F: FnMut(&Produced)> ChainActor<'_, F> {
+    /// Answers requests until every [`StaveApp`] handle is dropped; stops at the first
+    /// block that cannot be committed (the node must not go on without it).
+    pub fn run(mut self) -> Result<(), ImportError> {
+        while let Ok(request) = self.requests.recv() {
+            match request {
+                Request::Propose {
+                    ancestors,
+                    timestamp,
+                    reply,
+                } => {
+                    let block = self.propose(&ancestors, timestamp);
+                    if let Err(error) = &block {
+                        tracing::warn!(%error, "could not build a proposal");
+                    }
+                    let _ = reply.send(block.ok());
+                }
+                Request::Verify {
+                    block,
+                    ancestors,
+                    reply,
+                } => {
+                    let verdict = self.verify(&ancestors, &block);
+                    if let Err(error) = &verdict {
+                        tracing::warn!(number = block.number(), hash = %block.hash(), %error, "refused a proposal");
+                    }
+                    let _ = reply.send(verdict.is_ok());
+                }
+                Request::Finalized { block, ack } => {
+                    self.finalize(&block)?;
+                    ack.acknowledge();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes sure every block of `chain` (oldest first, the first a child of the head;
+    /// blocks already committed are skipped) is executed, and returns their hashes.
+    fn execute_ancestors(&mut self, chain: &[ConsensusBlock]) -> Result<Vec<B256>, ImportError> {
+        let (head, head_hash) = self.producer.head()?;
+        let chain: Vec<&ConsensusBlock> = chain.iter().filter(|b| b.number() > head).collect();
+        if let Some(oldest) = chain.first()
+            && oldest.header().parent_hash != head_hash
+        {
+            return Err(ImportError::NotChild {
+                number: oldest.number(),
+                head_number: head,
+                head: head_hash,
+            });
+        }
+        let mut hashes: Vec<B256> = Vec::with_capacity(chain.len());
+        for block in chain {
+            if !self.speculative.contains_key(&block.hash()) {
+                let executed = {
+                    let ancestors: Vec<&SpeculativeBlock> =
+                        hashes.iter().map(|hash| &self.speculative[hash]).collect();
+                    self.producer.validate_on(&ancestors, block.bytes())?
+                };
+                self.speculative.insert(block.hash(), executed);
+            }
+            hashes.push(block.hash());
+        }
+        Ok(hashes)
+    }
+
+    fn propose(
+        &mut self,
+        ancestors: &[ConsensusBlock],
+        timestamp: u64,
+    ) -> Result<ConsensusBlock, ImportError> {
+        let hashes = self.execute_ancestors(ancestors)?;
+        let proposal = {
+            let ancestors: Vec<&SpeculativeBlock> =
+                hashes.iter().map(|hash| &self.speculative[hash]).collect();
+            self.producer.propose_on(&ancestors, timestamp)?
+        };
+        let bytes = stave_codec::encode_block_parts(
+            proposal.prepared.block.header(),
+            &proposal.prepared.body,
+        );
+        let block = ConsensusBlock::new(&proposal.prepared.block, bytes);
+        tracing::debug!(
+            number = block.number(),
+            txs = proposal.recovered.len(),
+            "proposed"
+        );
+        self.speculative.insert(block.hash(), proposal);
+        Ok(block)
+    }
+
+    fn verify(
+        &mut self,
+        ancestors: &[ConsensusBlock],
+        block: &ConsensusBlock,
+    ) -> Result<(), ImportError> {
+        let mut chain = ancestors.to_vec();
+        chain.push(block.clone());
+        self.execute_ancestors(&chain).map(|_| ())
+    }
+
+    fn finalize(&mut self, block: &ConsensusBlock) -> Result<(), ImportError> {
+        let (head, _) = self.producer.head()?;
+        if block.number() <= head {
+            // Redelivered after a restart: already committed.
+            return Ok(());
+        }
+        let produced = match self.speculative.remove(&block.hash()) {
+            Some(executed) => self.producer.commit_final(executed)?,
+            None => match self.producer.follow(block.bytes())? {
+                Some(produced) => produced,
+                None => return Ok(()),
+            },
+        };
+        let number = produced.block.number();
+        self.speculative
+            .retain(|_, executed| executed.prepared.block.number() > number);
+        self.head.store(number, Ordering::Release);
+        (self.on_commit)(&produced);
+        Ok(())
+    }
+}

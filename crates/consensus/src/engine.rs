@@ -1,0 +1,241 @@
+//! Wiring of one validator: commonware's authenticated network, Simplex, its marshal
+//! (block dissemination, backfill, ordered delivery of finalized blocks) and Stave's
+//! application, on commonware's tokio runtime.
+
+use std::{net::SocketAddr, num::NonZeroUsize, path::PathBuf, time::Duration};
+
+use commonware_broadcast::buffered;
+use commonware_consensus::{
+    marshal::{self, core::Actor as Marshal, resolver::p2p as marshal_resolver, standard::Inline},
+    simplex::{self, elector::RoundRobin, scheme::ed25519::Scheme},
+    types::{Epoch, FixedEpocher, ViewDelta},
+};
+use commonware_cryptography::{
+    ChaCha20Poly1305, Digested, Digestible, Signer as _,
+    certificate::{ConstantProvider, Verifier as _},
+    ed25519,
+    sha256::Sha256,
+};
+use commonware_p2p::{Address, AddressableManager as _, authenticated::lookup};
+use commonware_parallel::Sequential;
+use commonware_runtime::{Quota, Runner as _, Supervisor as _, buffer::paged::CacheRef, tokio};
+use commonware_storage::{archive::prunable, translator::TwoCap};
+use commonware_stream::{
+    cups::{self, Cups},
+    sake::{self, Sake},
+};
+use commonware_utils::{NZDuration, NZU16, NZU32, NZU64, NZUsize, ordered::Map};
+
+use crate::{application::StaveApp, block::ConsensusBlock};
+
+/// Channels on the consensus network.
+const VOTES: u64 = 0;
+const CERTIFICATES: u64 = 1;
+const RESOLVER: u64 = 2;
+const BROADCAST: u64 = 3;
+const BACKFILL: u64 = 4;
+
+/// Largest message on the consensus network: a full block and some framing.
+const MAX_MESSAGE_BYTES: u32 = crate::block::MAX_BLOCK_BYTES as u32 + 64 * 1024;
+const MAILBOX: NonZeroUsize = NZUsize!(1024);
+const IO_BUFFER: NonZeroUsize = NZUsize!(1 << 20);
+
+/// One validator's view of the network and its keys.
+pub struct ValidatorConfig {
+    /// This validator's consensus key (also its network identity).
+    pub key: ed25519::PrivateKey,
+    /// Address to listen on for consensus traffic.
+    pub listen: SocketAddr,
+    /// Every validator (this one included): consensus key and address.
+    pub validators: Vec<(ed25519::PublicKey, SocketAddr)>,
+    /// Directory for the engine's own journals (votes, finalized block archive).
+    pub storage: PathBuf,
+    /// Chain-specific namespace (derived from the genesis hash), so nodes of different
+    /// chains neither connect nor accept each other's votes.
+    pub namespace: Vec<u8>,
+    /// The chain's block 0.
+    pub genesis: ConsensusBlock,
+    /// How long a view waits for its leader's proposal.
+    pub leader_timeout: Duration,
+}
+
+fn archive<C>(name: &str, page_cache: CacheRef, codec_config: C) -> prunable::Config<TwoCap, C> {
+    prunable::Config {
+        translator: TwoCap,
+        metadata_partition: format!("stave-{name}-metadata"),
+        key_partition: format!("stave-{name}-key"),
+        key_page_cache: page_cache,
+        value_partition: format!("stave-{name}-value"),
+        compression: None,
+        codec_config,
+        items_per_section: NZU64!(1024),
+        key_write_buffer: IO_BUFFER,
+        value_write_buffer: IO_BUFFER,
+        replay_buffer: IO_BUFFER,
+    }
+}
+
+/// Runs a validator until its runtime stops: blocks come to `app` to propose, verify and
+/// commit. Blocks the calling thread.
+pub fn run_validator(config: ValidatorConfig, app: StaveApp) {
+    let runner = tokio::Runner::new(tokio::Config::new().with_storage_directory(&config.storage));
+    runner.start(|context| async move {
+        let public = config.key.public_key();
+        let participants = config
+            .validators
+            .iter()
+            .map(|(key, _)| key.clone())
+            .collect::<Vec<_>>();
+        let participants = commonware_utils::ordered::Set::try_from(participants)
+            .expect("validator keys are unique");
+        let handshake = Cups::<_, ChaCha20Poly1305>::new(
+            Sake {
+                signer: config.key.clone(),
+                synchrony_bound: Duration::from_secs(5),
+                max_handshake_age: Duration::from_secs(10),
+                version: sake::Version::V1,
+            },
+            cups::Version::V1,
+        );
+        let p2p_config = lookup::Config::local(
+            handshake,
+            &[config.namespace.as_slice(), b"_P2P"].concat(),
+            config.listen,
+            NZUsize!(config.validators.len()),
+            MAX_MESSAGE_BYTES,
+            MAILBOX,
+        );
+        let (mut network, mut oracle) = lookup::Network::new(context.child("network"), p2p_config);
+        let peers: Map<ed25519::PublicKey, Address> = config
+            .validators
+            .iter()
+            .map(|(key, address)| (key.clone(), (*address).into()))
+            .collect::<Vec<_>>()
+            .try_into()
+            .expect("validator keys are unique");
+        oracle.track(0, peers);
+
+        let quota = Quota::per_second(NZU32!(10_000));
+        let votes = network.register(VOTES, quota);
+        let certificates = network.register(CERTIFICATES, quota);
+        let resolver = network.register(RESOLVER, quota);
+        let broadcast = network.register(BROADCAST, quota);
+        let backfill = network.register(BACKFILL, quota);
+        network.start();
+
+        let namespace = [config.namespace.as_slice(), b"_CONSENSUS"].concat();
+        let scheme = Scheme::signer(&namespace, participants, config.key.clone())
+            .expect("this node is a validator");
+        let page_cache = CacheRef::new(NZU16!(16_384), NZUsize!(10_000));
+
+        let backfill_resolver = marshal_resolver::init(
+            context.child("marshal_resolver"),
+            marshal_resolver::Config {
+                public_key: public.clone(),
+                peer_provider: oracle.clone(),
+                blocker: oracle.clone(),
+                mailbox_size: MAILBOX,
+                fetch_timeout: NZDuration!(Duration::from_secs(2)),
+                fetch_retry_delay: Duration::from_millis(100),
+                priority_requests: false,
+                priority_responses: false,
+            },
+            backfill,
+        );
+        let (broadcast_engine, buffer) = buffered::Engine::new(
+            context.child("broadcast"),
+            buffered::Config {
+                public_key: public.clone(),
+                mailbox_size: MAILBOX,
+                deque_size: 16,
+                priority: false,
+                codec_config: (),
+                peer_provider: oracle.clone(),
+                strategy: Sequential,
+            },
+        );
+        broadcast_engine.start(broadcast);
+
+        let finalizations = prunable::Archive::init(
+            context.child("finalizations_by_height"),
+            archive(
+                "finalizations",
+                page_cache.clone(),
+                Scheme::certificate_codec_config_unbounded(),
+            ),
+        )
+        .await
+        .expect("finalizations archive");
+        let blocks = prunable::Archive::init(
+            context.child("finalized_blocks"),
+            archive("blocks", page_cache.clone(), ()),
+        )
+        .await
+        .expect("blocks archive");
+
+        let epocher = FixedEpocher::new(NZU64!(u64::MAX));
+        let genesis_digest = config.genesis.digest();
+        let genesis = Digested::precomputed(config.genesis.clone(), genesis_digest);
+        let (marshal_actor, marshal_mailbox, _floor) = Marshal::init(
+            context.child("marshal"),
+            finalizations,
+            blocks,
+            marshal::Config {
+                provider: ConstantProvider::new(scheme.clone()),
+                epocher: epocher.clone(),
+                start: marshal::Start::Genesis(genesis),
+                partition_prefix: "stave-marshal".to_string(),
+                mailbox_size: MAILBOX,
+                view_retention: ViewDelta::new(10),
+                prunable_items_per_section: NZU64!(1024),
+                page_cache: page_cache.clone(),
+                replay_buffer: IO_BUFFER,
+                key_write_buffer: IO_BUFFER,
+                value_write_buffer: IO_BUFFER,
+                block_codec_config: (),
+                max_repair: NZUsize!(64),
+                max_pending_acks: NZUsize!(1),
+                strategy: Sequential,
+            },
+        )
+        .await;
+
+        let inline = Inline::new(
+            context.child("application"),
+            app.clone(),
+            marshal_mailbox.clone(),
+            epocher,
+        );
+        let engine = simplex::Engine::new(
+            context.child("simplex"),
+            simplex::Config {
+                scheme,
+                elector: RoundRobin::<Sha256>::default(),
+                blocker: oracle.clone(),
+                automaton: inline.clone(),
+                relay: inline.clone(),
+                reporter: inline,
+                track_historical_votes: false,
+                strategy: Sequential,
+                partition: "stave-simplex".to_string(),
+                mailbox_size: MAILBOX,
+                epoch: Epoch::zero(),
+                floor: simplex::Floor::Genesis(genesis_digest),
+                replay_buffer: IO_BUFFER,
+                write_buffer: IO_BUFFER,
+                page_cache,
+                leader_timeout: config.leader_timeout,
+                certification_timeout: config.leader_timeout * 2,
+                timeout_retry: Duration::from_secs(10),
+                view_retention: ViewDelta::new(10),
+                skip: simplex::SkipPolicy::Disabled,
+                fetch_timeout: NZDuration!(Duration::from_secs(1)),
+                fetch_retry_delay: Duration::from_millis(100),
+                forward: simplex::ForwardPolicy::Disabled,
+            },
+        );
+        let marshal_handle = marshal_actor.start(app, buffer, backfill_resolver);
+        engine.start(votes, certificates, resolver);
+        let _ = marshal_handle.await;
+    });
+}

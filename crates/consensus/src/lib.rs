@@ -1,0 +1,19 @@
+//! Consensus for a multi-validator Stave chain, on an existing BFT engine:
+//! commonware-consensus Simplex with its marshal (DESIGN.md §4). Nothing here is a
+//! consensus protocol; it adapts the engine to Stave's block path:
+//!
+//! - propose: build a block from the txpool on the proposal's parent and execute it;
+//! - verify: run the proposed block through the import pipeline (decode, verify with the
+//!   sender cache, execute, header check) on its parent;
+//! - finalized: commit (idempotent: marshal may redeliver after a restart).
+//!
+//! [`block`] is the block as the engine sees it, [`application`] the chain actor behind
+//! the engine, [`engine`] the wiring of one validator.
+
+pub mod application;
+pub mod block;
+pub mod engine;
+
+pub use application::{ChainActor, StaveApp, chain_actor};
+pub use block::ConsensusBlock;
+pub use engine::{ValidatorConfig, run_validator};

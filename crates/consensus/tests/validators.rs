@@ -1,0 +1,169 @@
+//! Four validators in one process, each with its own data dir, txpool and engine, on
+//! loopback: they finalize the same chain, carrying transactions submitted to any of them.
+
+use std::{
+    net::{SocketAddr, TcpListener},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use alloy_primitives::B256;
+use commonware_cryptography::{Signer as _, ed25519};
+use stave_consensus::{ConsensusBlock, ValidatorConfig, chain_actor, run_validator};
+use stave_node::{BlockProducer, Chain, ChainView, Parallelism, genesis};
+use stave_primitives::{Address, ChainSpec, DEFAULT_BASE_FEE, U256, dev::dev_account};
+use stave_sdk::{LocalSigner, TxBuilder};
+use stave_storage::LmdbStore;
+use stave_txpool::{PoolConfig, TxPool};
+use stave_verify::SenderCache;
+
+const CHAIN_ID: u64 = 4242;
+const VALIDATORS: u64 = 4;
+const SENDERS: u64 = 16;
+const TXS_PER_SENDER: u64 = 5;
+
+/// (number, hash, state root, transactions) of each block a validator committed.
+type Commits = Arc<Mutex<Vec<(u64, B256, B256, usize)>>>;
+
+fn free_address() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+}
+
+fn transfer(sender: u64, nonce: u64) -> Vec<u8> {
+    let signer = LocalSigner::from_secret(&dev_account(sender).secret).expect("key");
+    let tx = TxBuilder::new(CHAIN_ID, 2 * u128::from(DEFAULT_BASE_FEE)).transfer(
+        nonce,
+        Address::repeat_byte(0x42),
+        U256::from(1),
+    );
+    signer.sign_tx(tx).encoded()
+}
+
+fn genesis_block(spec: &ChainSpec) -> ConsensusBlock {
+    let (block, _) = genesis(spec);
+    let body = stave_codec::encode_transactions(&[]).expect("encodes");
+    ConsensusBlock::new(
+        &block,
+        stave_codec::encode_block_parts(block.header(), &body),
+    )
+}
+
+/// Starts validator `index` on its own threads; returns its pool and its commits.
+fn start(
+    index: usize,
+    keys: &[ed25519::PrivateKey],
+    addresses: &[SocketAddr],
+    spec: &ChainSpec,
+    dir: &std::path::Path,
+) -> (Arc<TxPool>, Commits) {
+    let data = dir.join(format!("node{index}"));
+    std::fs::create_dir_all(data.join("db")).expect("mkdir");
+    // The chain borrows its store for the life of the process.
+    let store: &'static LmdbStore = Box::leak(Box::new(
+        LmdbStore::open(&data.join("db"), 256 << 20).expect("opens"),
+    ));
+    let cache = Arc::new(SenderCache::new(4096));
+    let chain = Chain::open_with(store, spec, 1, Parallelism::Parallel, Some(cache.clone()))
+        .expect("opens");
+    let view = Arc::new(ChainView::new(&chain, spec.clone()));
+    let pool = Arc::new(TxPool::new(
+        PoolConfig::new(CHAIN_ID, spec.gas_limit()),
+        cache,
+    ));
+    let producer = BlockProducer::new(chain, view, pool.clone(), 1000);
+    let commits: Commits = Arc::default();
+    let recorded = commits.clone();
+    let (actor, app) = chain_actor(
+        producer,
+        pool.clone(),
+        Duration::from_millis(200),
+        move |produced| {
+            let header = produced.block.header();
+            recorded.lock().expect("lock").push((
+                header.number,
+                produced.block.hash(),
+                header.state_root,
+                produced.block.transactions().len(),
+            ));
+        },
+    )
+    .expect("actor");
+    std::thread::spawn(move || actor.run().expect("chain actor"));
+    let config = ValidatorConfig {
+        key: keys[index].clone(),
+        listen: addresses[index],
+        validators: keys
+            .iter()
+            .map(|key| key.public_key())
+            .zip(addresses.iter().copied())
+            .collect(),
+        storage: data.join("consensus"),
+        namespace: [b"stave-test-".as_slice(), genesis(spec).0.hash().as_slice()].concat(),
+        genesis: genesis_block(spec),
+        leader_timeout: Duration::from_secs(1),
+    };
+    std::thread::spawn(move || run_validator(config, app));
+    (pool, commits)
+}
+
+#[test]
+fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = ChainSpec::dev(CHAIN_ID, SENDERS);
+    let keys: Vec<_> = (0..VALIDATORS)
+        .map(ed25519::PrivateKey::from_seed)
+        .collect();
+    let addresses: Vec<_> = (0..VALIDATORS).map(|_| free_address()).collect();
+    let nodes: Vec<_> = (0..VALIDATORS as usize)
+        .map(|index| start(index, &keys, &addresses, &spec, dir.path()))
+        .collect();
+
+    // Each sender's transactions go to one validator's pool, in nonce order.
+    let state = stave_exec::MemoryState::from_genesis(&spec);
+    for sender in 0..SENDERS {
+        let (pool, _) = &nodes[(sender % VALIDATORS) as usize];
+        let txs: Vec<Vec<u8>> = (0..TXS_PER_SENDER).map(|n| transfer(sender, n)).collect();
+        let added = pool.add(&txs, &state, DEFAULT_BASE_FEE);
+        assert!(added.iter().all(Result::is_ok), "{added:?}");
+    }
+
+    let total = SENDERS * TXS_PER_SENDER;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let included = |commits: &Commits| -> u64 {
+        let commits = commits.lock().expect("lock");
+        commits.iter().map(|(.., txs)| *txs as u64).sum()
+    };
+    loop {
+        let counts: Vec<u64> = nodes.iter().map(|(_, c)| included(c)).collect();
+        if counts.iter().all(|&count| count == total) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every transaction finalized in time: included {counts:?} of {total}, pending {:?}",
+            nodes
+                .iter()
+                .map(|(pool, _)| pool.status().pending)
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Every validator committed the same blocks, in order, from block 1.
+    let chains: Vec<Vec<(u64, B256, B256, usize)>> = nodes
+        .iter()
+        .map(|(_, commits)| commits.lock().expect("lock").clone())
+        .collect();
+    let common = chains.iter().map(Vec::len).min().expect("validators");
+    for chain in &chains {
+        let numbers: Vec<u64> = chain.iter().map(|(number, ..)| *number).collect();
+        assert_eq!(numbers, (1..=numbers.len() as u64).collect::<Vec<_>>());
+        assert_eq!(chain[..common], chains[0][..common]);
+    }
+    // Finalized transactions leave every pool, not only the proposer's.
+    for (pool, _) in &nodes {
+        assert_eq!(pool.status().pending, 0);
+    }
+}
