@@ -78,6 +78,9 @@ pub struct StaveApp {
 
 /// How often a leader with an empty pool looks again before proposing.
 const POOL_POLL: Duration = Duration::from_millis(10);
+/// How far ahead of this node's clock a proposal's timestamp may be, in seconds (clocks
+/// of validators drift; go-ethereum allows the same).
+const MAX_CLOCK_DRIFT: u64 = 15;
 
 impl StaveApp {
     /// Blocks from `ancestry` (newest first) down to the first one at or below the head,
@@ -275,7 +278,8 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                 let executed = {
                     let ancestors: Vec<&SpeculativeBlock> =
                         hashes.iter().map(|hash| &self.speculative[hash]).collect();
-                    self.producer.validate_on(&ancestors, block.bytes())?
+                    self.producer
+                        .validate_on(&ancestors, block.bytes(), now() + MAX_CLOCK_DRIFT)?
                 };
                 self.speculative.insert(block.hash(), executed);
             }

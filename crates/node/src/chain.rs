@@ -436,11 +436,13 @@ impl<'s> Chain<'s> {
 
     /// Decodes, verifies and executes an encoded block on top of `ancestors` (speculative
     /// blocks, oldest first, the first a child of the stored head) and checks its header,
-    /// without committing it: a consensus engine's verification of a proposal.
+    /// without committing it: a consensus engine's verification of a proposal. Its
+    /// timestamp must lie between its parent's and `latest_timestamp`.
     pub fn validate_on(
         &self,
         ancestors: &[&SpeculativeBlock],
         bytes: &[u8],
+        latest_timestamp: u64,
     ) -> Result<SpeculativeBlock, ImportError> {
         let (parent, state) = self.tip(ancestors)?;
         let Received {
@@ -452,6 +454,15 @@ impl<'s> Chain<'s> {
                 number,
                 head_number: parent.number,
                 head: parent.hash_slow(),
+            });
+        }
+        let timestamp = block.header().timestamp;
+        if timestamp < parent.timestamp || timestamp > latest_timestamp {
+            return Err(ImportError::BadTimestamp {
+                number,
+                timestamp,
+                earliest: parent.timestamp,
+                latest: latest_timestamp,
             });
         }
         // A block already stored at this height is final: nothing may replace it.

@@ -52,6 +52,18 @@ pub enum ImportError {
         /// What execution produced.
         computed: String,
     },
+    /// The block's timestamp is before its parent's or too far ahead of this node's clock.
+    #[error("block {number}: timestamp {timestamp} is outside [{earliest}, {latest}]")]
+    BadTimestamp {
+        /// The block's number.
+        number: u64,
+        /// Its timestamp.
+        timestamp: u64,
+        /// Its parent's timestamp.
+        earliest: u64,
+        /// The latest timestamp accepted.
+        latest: u64,
+    },
     /// The data dir has no genesis block: initialise it first.
     #[error("the data dir holds no chain: initialise it with a genesis")]
     NoGenesis,

@@ -177,13 +177,15 @@ impl<'s> BlockProducer<'s> {
     }
 
     /// Checks a proposed block on top of `ancestors` through the import pipeline (decode,
-    /// verify with the sender cache, execute, header check), without committing it.
+    /// verify with the sender cache, execute, header check), without committing it; its
+    /// timestamp must not be before its parent's nor after `latest_timestamp`.
     pub fn validate_on(
         &self,
         ancestors: &[&SpeculativeBlock],
         bytes: &[u8],
+        latest_timestamp: u64,
     ) -> Result<SpeculativeBlock, ImportError> {
-        self.chain.validate_on(ancestors, bytes)
+        self.chain.validate_on(ancestors, bytes, latest_timestamp)
     }
 
     /// Commits a speculative block once consensus finalized it (a child of the head).

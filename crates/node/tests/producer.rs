@@ -154,15 +154,28 @@ fn blocks_built_on_uncommitted_parents_commit_to_the_chain_a_plain_import_makes(
         stave_codec::encode_block_parts(block.prepared.block.header(), &block.prepared.body)
     };
     let (bytes1, bytes2) = (encode(&first), encode(&second));
-    let checked1 = validator.validate_on(&[], &bytes1).expect("block 1 valid");
+    let checked1 = validator
+        .validate_on(&[], &bytes1, 2)
+        .expect("block 1 valid");
+    // Block 2 (timestamp 2) from a node whose clock allows at most 1 is refused.
+    assert!(matches!(
+        validator.validate_on(&[&checked1], &bytes2, 1),
+        Err(stave_node::ImportError::BadTimestamp { .. })
+    ));
     let checked2 = validator
-        .validate_on(&[&checked1], &bytes2)
+        .validate_on(&[&checked1], &bytes2, 2)
         .expect("block 2 valid on block 1");
     // A block claiming another state root is refused.
     let mut forged = second.prepared.block.header().clone();
     forged.state_root = B256::repeat_byte(1);
     let forged = stave_codec::encode_block_parts(&forged, &second.prepared.body);
-    assert!(validator.validate_on(&[&checked1], &forged).is_err());
+    assert!(matches!(
+        validator.validate_on(&[&checked1], &forged, 2),
+        Err(stave_node::ImportError::HeaderMismatch {
+            field: "state_root",
+            ..
+        })
+    ));
     validator.commit_final(checked1).expect("commits 1");
     validator.commit_final(checked2).expect("commits 2");
     proposer.commit_final(first).expect("commits 1");
