@@ -368,9 +368,9 @@ impl<'s> Chain<'s> {
         ancestors: &[&SpeculativeBlock],
     ) -> Result<(Header, stave_state::Snapshot<'_, 's>), ImportError> {
         let state = self.layers.latest();
-        let Some(newest) = ancestors.last() else {
+        if ancestors.is_empty() {
             return Ok((self.head_header()?, state));
-        };
+        }
         let (head_number, head_hash) = self.head()?;
         let mut parent = (head_number, head_hash);
         for ancestor in ancestors {
@@ -385,10 +385,16 @@ impl<'s> Chain<'s> {
             parent = (block.number(), block.hash());
         }
         let layers: Vec<SpeculativeLayer> = ancestors.iter().map(|b| b.layer.clone()).collect();
-        Ok((
-            newest.prepared.block.header().clone(),
-            state.with_speculative(&layers),
-        ))
+        Ok((self.parent_of(ancestors)?, state.with_speculative(&layers)))
+    }
+
+    /// The header a block on top of `ancestors` (speculative blocks, oldest first; none:
+    /// the stored head) has as its parent.
+    pub fn parent_of(&self, ancestors: &[&SpeculativeBlock]) -> Result<Header, ImportError> {
+        match ancestors.last() {
+            Some(newest) => Ok(newest.prepared.block.header().clone()),
+            None => self.head_header(),
+        }
     }
 
     /// [`Chain::prepare`] on top of `ancestors`: speculative blocks, oldest first, the
@@ -487,15 +493,21 @@ impl<'s> Chain<'s> {
         ))
     }
 
-    /// Commits a speculative block once it is final (it must be a child of the head).
-    pub fn commit_speculative(&self, block: SpeculativeBlock) -> Result<Committed, ImportError> {
+    /// Commits a speculative block once it is final (it must be a child of the head) and
+    /// hands back the block (its state now in the layers) and its transactions.
+    pub fn commit_speculative(
+        &self,
+        block: SpeculativeBlock,
+    ) -> Result<(PreparedBlock, Vec<RecoveredTx>), ImportError> {
         let SpeculativeBlock {
-            prepared, layer, ..
+            prepared,
+            recovered,
+            layer,
         } = block;
         let (committed, _) = stage("commit", prepared.block.number(), || {
             self.commit_parts(&prepared.input(), layer.into_diff(), Flush::Later)
         });
-        committed
+        committed.map(|_| (prepared, recovered))
     }
 
     /// Commits a block [`Chain::prepare`] made (the commit stage), moving its state diff

@@ -190,16 +190,12 @@ impl<'s> BlockProducer<'s> {
 
     /// Commits a speculative block once consensus finalized it (a child of the head).
     pub fn commit_final(&mut self, block: SpeculativeBlock) -> Result<Produced, ImportError> {
-        let number = block.prepared.block.number();
-        let included = block.recovered.clone();
-        let receipts = block.prepared.receipts.clone();
-        let sealed = block.prepared.block.clone();
-        self.chain.commit_speculative(block)?;
+        let (prepared, included) = self.chain.commit_speculative(block)?;
         self.chain.flush()?;
-        self.settle(&included, number);
+        self.settle(&included, prepared.block.number());
         Ok(Produced {
-            block: sealed,
-            receipts,
+            block: prepared.block,
+            receipts: prepared.receipts,
             dropped: 0,
         })
     }
@@ -212,13 +208,7 @@ impl<'s> BlockProducer<'s> {
         ancestors: &[&SpeculativeBlock],
         timestamp: u64,
     ) -> Result<(PreparedBlock, Vec<RecoveredTx>, usize), ImportError> {
-        let parent = match ancestors.last() {
-            Some(newest) => newest.prepared.block.header().clone(),
-            None => {
-                let (head, _) = self.chain.head()?;
-                commit::header(self.view.store, head)?.ok_or(ImportError::NoGenesis)?
-            }
-        };
+        let parent = self.chain.parent_of(ancestors)?;
         let mut next_nonces = std::collections::HashMap::new();
         for tx in ancestors.iter().flat_map(|block| &block.recovered) {
             let next = next_nonces.entry(tx.sender).or_insert(0);
