@@ -415,18 +415,51 @@ impl Gossip {
         for index in indexes {
             request.extend_from_slice(&index.to_le_bytes());
         }
+        self.request_list(peer, BLOCK_TXS, request).await
+    }
+
+    /// Sends `request` to `peer`'s `module` and splits the offset-indexed list it answers.
+    async fn request_list(
+        &self,
+        peer: NodeId,
+        module: u16,
+        request: Vec<u8>,
+    ) -> Result<Vec<Bytes>, GossipError> {
         let response = self
             .inner
             .network
             .request(
                 peer,
-                ProtocolId::request(GROUP, BLOCK_TXS),
+                ProtocolId::request(GROUP, module),
                 0,
                 Bytes::from(request),
             )
             .await?;
         let list = IndexedList::parse(&response).map_err(CompactError::from)?;
-        Ok(list.iter().map(|tx| response.slice_ref(tx)).collect())
+        Ok(list.iter().map(|item| response.slice_ref(item)).collect())
+    }
+
+    /// Answers `request` with `items` as an offset-indexed list; `what` names the
+    /// response in logs.
+    async fn respond_list<T: AsRef<[u8]> + Sync>(
+        &self,
+        request: &Inbound,
+        items: &[T],
+        what: &str,
+    ) {
+        match encode_indexed(items, |item, out| out.extend_from_slice(item.as_ref())) {
+            Ok(response) => {
+                if let Err(error) = self
+                    .inner
+                    .network
+                    .respond(request, Bytes::from(response))
+                    .await
+                {
+                    tracing::debug!(%error, what, "response not sent");
+                }
+            }
+            Err(error) => tracing::warn!(%error, what, "response not encodable"),
+        }
     }
 
     async fn request_loop(self, mut inbound: mpsc::Receiver<Inbound>) {
@@ -453,19 +486,7 @@ impl Gossip {
                     .collect(),
                 None => Vec::new(),
             };
-            match encode_indexed(&txs, |tx, out| out.extend_from_slice(tx)) {
-                Ok(response) => {
-                    if let Err(error) = self
-                        .inner
-                        .network
-                        .respond(&request, Bytes::from(response))
-                        .await
-                    {
-                        tracing::debug!(%error, "block txs response not sent");
-                    }
-                }
-                Err(error) => tracing::warn!(%error, "block txs response not encodable"),
-            }
+            self.respond_list(&request, &txs, "block txs").await;
         }
     }
 
@@ -480,18 +501,7 @@ impl Gossip {
         let mut request = Vec::with_capacity(12);
         request.extend_from_slice(&from.to_le_bytes());
         request.extend_from_slice(&count.to_le_bytes());
-        let response = self
-            .inner
-            .network
-            .request(
-                peer,
-                ProtocolId::request(GROUP, BLOCKS),
-                0,
-                Bytes::from(request),
-            )
-            .await?;
-        let list = IndexedList::parse(&response).map_err(CompactError::from)?;
-        Ok(list.iter().map(|block| response.slice_ref(block)).collect())
+        self.request_list(peer, BLOCKS, request).await
     }
 
     async fn blocks_loop(self, mut inbound: mpsc::Receiver<Inbound>) {
@@ -527,19 +537,7 @@ impl Gossip {
             })
             .await
             .unwrap_or_default();
-            match encode_indexed(&blocks, |block, out| out.extend_from_slice(block)) {
-                Ok(response) => {
-                    if let Err(error) = self
-                        .inner
-                        .network
-                        .respond(&request, Bytes::from(response))
-                        .await
-                    {
-                        tracing::debug!(%error, "blocks response not sent");
-                    }
-                }
-                Err(error) => tracing::warn!(%error, "blocks response not encodable"),
-            }
+            self.respond_list(&request, &blocks, "blocks").await;
         }
     }
 
