@@ -26,10 +26,25 @@ const ACCOUNTS: u64 = 20;
 /// More than the kept layers plus a flush batch, so kills also land around flushes.
 const BLOCKS: u64 = (stave_state::KEPT_LAYERS + 2 * stave_state::FLUSH_BATCH) as u64 + 10;
 
-/// Builds the reference chain; returns the block stream and each height's block hash.
-fn reference(dir: &std::path::Path, spec: &stave_primitives::ChainSpec) -> (Vec<u8>, Vec<B256>) {
+/// The reference chain, built once per test under its temp dir.
+struct Reference {
+    spec: stave_primitives::ChainSpec,
+    /// The genesis file `stave import` reads.
+    genesis: std::path::PathBuf,
+    /// The chain's block stream file.
+    stream: std::path::PathBuf,
+    /// Each height's block hash.
+    hashes: Vec<B256>,
+}
+
+/// Builds the reference chain in `dir/reference` and writes its genesis and block stream
+/// beside it.
+fn reference(dir: &std::path::Path) -> Reference {
+    let spec = workload_genesis(CHAIN_ID, ACCOUNTS, None);
+    let genesis = dir.join("genesis.json");
+    std::fs::write(&genesis, spec.to_json()).expect("write");
     let store = LmdbStore::open(&dir.join("reference"), 256 << 20).expect("opens");
-    let mut chain = Chain::open(&store, spec, 2).expect("opens");
+    let mut chain = Chain::open(&store, &spec, 2).expect("opens");
     let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
     let mut stream = Vec::new();
     for block in 0..BLOCKS {
@@ -54,7 +69,14 @@ fn reference(dir: &std::path::Path, spec: &stave_primitives::ChainSpec) -> (Vec<
                 .hash_slow()
         })
         .collect();
-    (stream, hashes)
+    let stream_path = dir.join("chain.blocks");
+    std::fs::write(&stream_path, &stream).expect("write");
+    Reference {
+        spec,
+        genesis,
+        stream: stream_path,
+        hashes,
+    }
 }
 
 fn import(
@@ -69,9 +91,7 @@ fn import(
         .expect("stave runs")
 }
 
-/// `stave import` of `stream` into `datadir`; with `max_file_kib`, run where no file may
-/// grow beyond that many KiB (`ulimit -f`, with SIGXFSZ ignored: a write past it fails
-/// with EFBIG, as one on a full disk fails with ENOSPC).
+/// `stave import` of `stream` into `datadir`.
 fn import_command(
     datadir: &std::path::Path,
     genesis: &std::path::Path,
@@ -92,12 +112,12 @@ fn import_command(
 #[test]
 fn sigkill_during_import_loses_no_committed_block_and_keeps_state_consistent() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = workload_genesis(CHAIN_ID, ACCOUNTS, None);
-    let genesis = dir.path().join("genesis.json");
-    std::fs::write(&genesis, spec.to_json()).expect("write");
-    let (stream, hashes) = reference(dir.path(), &spec);
-    let stream_path = dir.path().join("chain.blocks");
-    std::fs::write(&stream_path, &stream).expect("write");
+    let Reference {
+        spec,
+        genesis,
+        stream: stream_path,
+        hashes,
+    } = reference(dir.path());
     let datadir = dir.path().join("victim");
 
     // How long a whole import takes, to spread the kills over it.
@@ -194,12 +214,12 @@ fn sigkill_during_import_loses_no_committed_block_and_keeps_state_consistent() {
 #[test]
 fn a_full_disk_stops_import_with_a_clear_error_and_loses_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let spec = workload_genesis(CHAIN_ID, ACCOUNTS, None);
-    let genesis = dir.path().join("genesis.json");
-    std::fs::write(&genesis, spec.to_json()).expect("write");
-    let (stream, hashes) = reference(dir.path(), &spec);
-    let stream_path = dir.path().join("chain.blocks");
-    std::fs::write(&stream_path, &stream).expect("write");
+    let Reference {
+        spec,
+        genesis,
+        stream: stream_path,
+        hashes,
+    } = reference(dir.path());
     let datadir = dir.path().join("full");
     let import = import_command(&datadir, &genesis, &stream_path);
     let mut args = vec![import.get_program().to_owned()];
