@@ -1,8 +1,8 @@
-//! Wiring of one validator: commonware's authenticated network, Simplex, its marshal
-//! (block dissemination, backfill, ordered delivery of finalized blocks) and Stave's
-//! application, on commonware's tokio runtime.
+//! Wiring of one validator: the consensus channels on Stave's network (through
+//! [`crate::transport`]), Simplex, its marshal (block dissemination, backfill, ordered
+//! delivery of finalized blocks) and Stave's application, on commonware's tokio runtime.
 
-use std::{net::SocketAddr, num::NonZeroUsize, path::PathBuf, time::Duration};
+use std::{num::NonZeroUsize, path::PathBuf, time::Duration};
 
 use commonware_broadcast::buffered;
 use commonware_consensus::{
@@ -11,22 +11,23 @@ use commonware_consensus::{
     types::{Epoch, FixedEpocher, ViewDelta},
 };
 use commonware_cryptography::{
-    ChaCha20Poly1305, Digested, Digestible, Signer as _,
+    Digested, Digestible, Signer as _,
     certificate::{ConstantProvider, Verifier as _},
     ed25519,
     sha256::Sha256,
 };
-use commonware_p2p::{Address, AddressableManager as _, authenticated::lookup};
 use commonware_parallel::Sequential;
-use commonware_runtime::{Quota, Runner as _, Supervisor as _, buffer::paged::CacheRef, tokio};
-use commonware_storage::{archive::prunable, translator::TwoCap};
-use commonware_stream::{
-    cups::{self, Cups},
-    sake::{self, Sake},
+use commonware_runtime::{
+    Runner as _, Spawner as _, Supervisor as _, buffer::paged::CacheRef, tokio,
 };
-use commonware_utils::{NZDuration, NZU16, NZU32, NZU64, NZUsize, ordered::Map};
+use commonware_storage::{archive::prunable, translator::TwoCap};
+use commonware_utils::{NZDuration, NZU16, NZU64, NZUsize};
 
-use crate::{application::StaveApp, block::ConsensusBlock};
+use crate::{
+    application::StaveApp,
+    block::ConsensusBlock,
+    transport::{ConsensusNet, validator_node_id},
+};
 
 /// Channels on the consensus network.
 const VOTES: u64 = 0;
@@ -35,23 +36,23 @@ const RESOLVER: u64 = 2;
 const BROADCAST: u64 = 3;
 const BACKFILL: u64 = 4;
 
-/// Largest message on the consensus network: a full block and some framing.
-const MAX_MESSAGE_BYTES: u32 = crate::block::MAX_BLOCK_BYTES as u32 + 64 * 1024;
 const MAILBOX: NonZeroUsize = NZUsize!(1024);
 const IO_BUFFER: NonZeroUsize = NZUsize!(1 << 20);
 
-/// One validator's view of the network and its keys.
+/// One validator's keys, network and storage.
 pub struct ValidatorConfig {
-    /// This validator's consensus key (also its network identity).
+    /// This validator's consensus key; also the key of this node's TLS certificate
+    /// (`stave_net::ChainCa::issue_for_key`), which is how peers know it is this validator.
     pub key: ed25519::PrivateKey,
-    /// Address to listen on for consensus traffic.
-    pub listen: SocketAddr,
-    /// Every validator (this one included): consensus key and address.
-    pub validators: Vec<(ed25519::PublicKey, SocketAddr)>,
+    /// Every validator's consensus key, this one included.
+    pub validators: Vec<ed25519::PublicKey>,
+    /// The node's network, already started (on any tokio runtime) with the certificate
+    /// holding `key`, and shared with tx gossip; it dials the other validators itself.
+    pub network: stave_net::Network,
     /// Directory for the engine's own journals (votes, finalized block archive).
     pub storage: PathBuf,
     /// Chain-specific namespace (derived from the genesis hash), so nodes of different
-    /// chains neither connect nor accept each other's votes.
+    /// chains do not accept each other's votes.
     pub namespace: Vec<u8>,
     /// The chain's block 0.
     pub genesis: ConsensusBlock,
@@ -76,52 +77,34 @@ fn archive<C>(name: &str, page_cache: CacheRef, codec_config: C) -> prunable::Co
 }
 
 /// Runs a validator until its runtime stops: blocks come to `app` to propose, verify and
-/// commit. Blocks the calling thread.
+/// commit. Blocks the calling thread (commonware's runtime runs on it; the network keeps
+/// running on its own). Panics if the configuration cannot work: this node's key not a
+/// validator's, the network's certificate not holding `key`, or its frames too small.
 pub fn run_validator(config: ValidatorConfig, app: StaveApp) {
     let runner = tokio::Runner::new(tokio::Config::new().with_storage_directory(&config.storage));
     runner.start(|context| async move {
         let public = config.key.public_key();
-        let participants = config
-            .validators
-            .iter()
-            .map(|(key, _)| key.clone())
-            .collect::<Vec<_>>();
-        let participants = commonware_utils::ordered::Set::try_from(participants)
-            .expect("validator keys are unique");
-        let handshake = Cups::<_, ChaCha20Poly1305>::new(
-            Sake {
-                signer: config.key.clone(),
-                synchrony_bound: Duration::from_secs(5),
-                max_handshake_age: Duration::from_secs(10),
-                version: sake::Version::V1,
-            },
-            cups::Version::V1,
+        assert_eq!(
+            config.network.local_id(),
+            validator_node_id(&public),
+            "the network's TLS certificate must hold this validator's consensus key"
         );
-        let p2p_config = lookup::Config::local(
-            handshake,
-            &[config.namespace.as_slice(), b"_P2P"].concat(),
-            config.listen,
-            NZUsize!(config.validators.len()),
-            MAX_MESSAGE_BYTES,
-            MAILBOX,
-        );
-        let (mut network, mut oracle) = lookup::Network::new(context.child("network"), p2p_config);
-        let peers: Map<ed25519::PublicKey, Address> = config
-            .validators
-            .iter()
-            .map(|(key, address)| (key.clone(), (*address).into()))
-            .collect::<Vec<_>>()
-            .try_into()
+        let participants = commonware_utils::ordered::Set::try_from(config.validators.clone())
             .expect("validator keys are unique");
-        oracle.track(0, peers);
-
-        let quota = Quota::per_second(NZU32!(10_000));
-        let votes = network.register(VOTES, quota);
-        let certificates = network.register(CERTIFICATES, quota);
-        let resolver = network.register(RESOLVER, quota);
-        let broadcast = network.register(BROADCAST, quota);
-        let backfill = network.register(BACKFILL, quota);
-        network.start();
+        // Channels are registered before the engines start, so nothing sent to this node
+        // once they run is routed to "unknown module".
+        let net = ConsensusNet::new(config.network.clone(), &config.validators)
+            .expect("the network carries consensus");
+        let channel = |channel| net.register(channel).expect("a consensus channel");
+        let votes = channel(VOTES);
+        let certificates = channel(CERTIFICATES);
+        let resolver = channel(RESOLVER);
+        let broadcast = channel(BROADCAST);
+        let backfill = channel(BACKFILL);
+        let unblocks = net.clone();
+        context
+            .child("unblocks")
+            .spawn(move |context| unblocks.report_unblocks(context));
 
         let namespace = [config.namespace.as_slice(), b"_CONSENSUS"].concat();
         let scheme = Scheme::signer(&namespace, participants, config.key.clone())
@@ -132,8 +115,8 @@ pub fn run_validator(config: ValidatorConfig, app: StaveApp) {
             context.child("marshal_resolver"),
             marshal_resolver::Config {
                 public_key: public.clone(),
-                peer_provider: oracle.clone(),
-                blocker: oracle.clone(),
+                peer_provider: net.clone(),
+                blocker: net.clone(),
                 mailbox_size: MAILBOX,
                 fetch_timeout: NZDuration!(Duration::from_secs(2)),
                 fetch_retry_delay: Duration::from_millis(100),
@@ -150,7 +133,7 @@ pub fn run_validator(config: ValidatorConfig, app: StaveApp) {
                 deque_size: 16,
                 priority: false,
                 codec_config: (),
-                peer_provider: oracle.clone(),
+                peer_provider: net.clone(),
                 strategy: Sequential,
             },
         );
@@ -211,7 +194,7 @@ pub fn run_validator(config: ValidatorConfig, app: StaveApp) {
             simplex::Config {
                 scheme,
                 elector: RoundRobin::<Sha256>::default(),
-                blocker: oracle.clone(),
+                blocker: net.clone(),
                 automaton: inline.clone(),
                 relay: inline.clone(),
                 reporter: inline,

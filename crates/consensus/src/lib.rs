@@ -8,12 +8,17 @@
 //! - finalized: commit (idempotent: marshal may redeliver after a restart).
 //!
 //! [`block`] is the block as the engine sees it, [`application`] the chain actor behind
-//! the engine, [`engine`] the wiring of one validator.
+//! the engine, [`transport`] the consensus channels on Stave's own network (stave-net:
+//! mutual TLS where a validator's certificate holds its consensus key), [`engine`] the
+//! wiring of one validator.
 
 pub mod application;
 pub mod block;
 pub mod engine;
+pub mod keys;
+pub mod transport;
 
 pub use application::{ChainActor, StaveApp, chain_actor};
 pub use block::ConsensusBlock;
 pub use engine::{ValidatorConfig, run_validator};
+pub use transport::{ConsensusNet, TransportError, validator_node_id};

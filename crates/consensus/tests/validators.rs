@@ -1,15 +1,23 @@
 //! Four validators in one process, each with its own data dir, txpool and engine, on
 //! loopback: they finalize the same chain, carrying transactions submitted to any of them.
+//! Consensus rides on stave-net: one chain CA, each validator's certificate holding its
+//! consensus key, the networks running on a tokio runtime of their own (as a node's do)
+//! while each engine runs commonware's runtime on its own thread.
 
 use std::{
+    collections::HashSet,
     net::{SocketAddr, TcpListener},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use alloy_primitives::B256;
+use commonware_codec::EncodeFixed as _;
 use commonware_cryptography::{Signer as _, ed25519};
-use stave_consensus::{ConsensusBlock, ValidatorConfig, chain_actor, run_validator};
+use stave_consensus::{
+    ConsensusBlock, ValidatorConfig, chain_actor, run_validator, validator_node_id,
+};
+use stave_net::{ChainCa, Network, NetworkConfig, NodeId, NodeTls, StaticPeer};
 use stave_node::{BlockProducer, Chain, ChainView, Parallelism, genesis};
 use stave_primitives::{Address, ChainSpec, DEFAULT_BASE_FEE, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder};
@@ -50,11 +58,49 @@ fn genesis_block(spec: &ChainSpec) -> ConsensusBlock {
     )
 }
 
+/// Starts each validator's stave-net network on `runtime`: certificates from one chain CA
+/// for the validators' consensus keys, the allow-list their node ids, every other
+/// validator a static peer.
+fn start_networks(runtime: &tokio::runtime::Runtime, keys: &[ed25519::PrivateKey]) -> Vec<Network> {
+    let ca = ChainCa::generate("stave test chain").expect("ca");
+    let names: Vec<String> = (0..keys.len())
+        .map(|i| format!("validator{i}.stave"))
+        .collect();
+    let addresses: Vec<SocketAddr> = keys.iter().map(|_| free_address()).collect();
+    let allowed: HashSet<NodeId> = keys
+        .iter()
+        .map(|key| validator_node_id(&key.public_key()))
+        .collect();
+    keys.iter()
+        .enumerate()
+        .map(|(i, key)| {
+            let identity = ca
+                .issue_for_key(&names[i], &key.encode_fixed())
+                .expect("certificate");
+            let tls = NodeTls::new(&ca.certificate(), &identity, allowed.clone()).expect("tls");
+            let peers = (0..keys.len())
+                .filter(|&j| j != i)
+                .map(|j| StaticPeer {
+                    name: names[j].clone(),
+                    address: addresses[j],
+                })
+                .collect();
+            let mut config = NetworkConfig::new(addresses[i], peers);
+            config.backoff_min = Duration::from_millis(20);
+            config.backoff_max = Duration::from_millis(500);
+            let id = identity.node_id().expect("id");
+            runtime
+                .block_on(Network::start(config, tls, id))
+                .expect("network starts")
+        })
+        .collect()
+}
+
 /// Starts validator `index` on its own threads; returns its pool and its commits.
 fn start(
     index: usize,
     keys: &[ed25519::PrivateKey],
-    addresses: &[SocketAddr],
+    network: Network,
     spec: &ChainSpec,
     dir: &std::path::Path,
 ) -> (Arc<TxPool>, Commits) {
@@ -93,12 +139,8 @@ fn start(
     std::thread::spawn(move || actor.run().expect("chain actor"));
     let config = ValidatorConfig {
         key: keys[index].clone(),
-        listen: addresses[index],
-        validators: keys
-            .iter()
-            .map(|key| key.public_key())
-            .zip(addresses.iter().copied())
-            .collect(),
+        validators: keys.iter().map(|key| key.public_key()).collect(),
+        network,
         storage: data.join("consensus"),
         namespace: [b"stave-test-".as_slice(), genesis(spec).0.hash().as_slice()].concat(),
         genesis: genesis_block(spec),
@@ -115,9 +157,17 @@ fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
     let keys: Vec<_> = (0..VALIDATORS)
         .map(ed25519::PrivateKey::from_seed)
         .collect();
-    let addresses: Vec<_> = (0..VALIDATORS).map(|_| free_address()).collect();
-    let nodes: Vec<_> = (0..VALIDATORS as usize)
-        .map(|index| start(index, &keys, &addresses, &spec, dir.path()))
+    // The networks' runtime, like a node's: not the one the engines run on.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let networks = start_networks(&runtime, &keys);
+    let nodes: Vec<_> = networks
+        .into_iter()
+        .enumerate()
+        .map(|(index, network)| start(index, &keys, network, &spec, dir.path()))
         .collect();
 
     // Each sender's transactions go to one validator's pool, in nonce order.

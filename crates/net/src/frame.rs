@@ -22,8 +22,13 @@ use tokio_util::codec::{Decoder, Encoder};
 pub const HEADER_LEN: usize = 16;
 /// Bit of `version` that marks a Snappy-compressed payload.
 pub const COMPRESSED: u16 = 0x8000;
-/// Default largest frame, header included: 32 MiB.
-pub const DEFAULT_MAX_FRAME: usize = 32 << 20;
+/// Default largest payload (after decompression): 33 MiB, so a consensus message carrying a
+/// whole block (at most 32 MiB) and its framing fits.
+pub const DEFAULT_MAX_PAYLOAD: usize = 33 << 20;
+/// Default largest frame, header included: the header and the most Snappy may turn
+/// [`DEFAULT_MAX_PAYLOAD`] into (`32 + n + n / 6` bytes, for incompressible input).
+pub const DEFAULT_MAX_FRAME: usize =
+    HEADER_LEN + 32 + DEFAULT_MAX_PAYLOAD + DEFAULT_MAX_PAYLOAD / 6;
 /// Default size above which payloads are compressed: 1 KiB.
 pub const DEFAULT_COMPRESS_ABOVE: usize = 1024;
 
@@ -42,9 +47,25 @@ impl Default for FrameConfig {
     fn default() -> Self {
         Self {
             max_frame: DEFAULT_MAX_FRAME,
-            max_payload: DEFAULT_MAX_FRAME,
+            max_payload: DEFAULT_MAX_PAYLOAD,
             compress_above: Some(DEFAULT_COMPRESS_ABOVE),
         }
+    }
+}
+
+impl FrameConfig {
+    /// True if every payload of `len` bytes can be sent and received under these limits,
+    /// however badly it compresses: for layers that must fit messages of a known largest size.
+    pub fn admits_payload(&self, len: usize) -> bool {
+        let largest_body = match self.compress_above {
+            // Snappy's bound; 0 means the input is too large for it.
+            Some(above) if len > above => match snap::raw::max_compress_len(len) {
+                0 => return false,
+                bound => bound,
+            },
+            _ => len,
+        };
+        len <= self.max_payload && HEADER_LEN + largest_body <= self.max_frame
     }
 }
 
@@ -120,6 +141,14 @@ pub enum FrameError {
         /// The limit.
         max: usize,
     },
+    /// An uncompressed payload is longer than the payload limit.
+    #[error("payload of {length} bytes exceeds the limit of {max}")]
+    PayloadTooLarge {
+        /// The payload's length.
+        length: usize,
+        /// The limit.
+        max: usize,
+    },
     /// The payload is not valid Snappy.
     #[error("payload does not decompress: {0}")]
     Decompression(String),
@@ -135,8 +164,15 @@ pub enum FrameError {
 pub const VERSION: u16 = 1;
 
 /// Encodes `frame` once (compressing it if it is large), for one peer or a broadcast to
-/// many: the returned bytes are cheap to clone.
+/// many: the returned bytes are cheap to clone. A payload over `max_payload` is refused
+/// here, since the peer's decoder would refuse it (and charge this node for it).
 pub fn encode_frame(frame: &Frame, config: &FrameConfig) -> Result<Bytes, FrameError> {
+    if frame.payload.len() > config.max_payload {
+        return Err(FrameError::PayloadTooLarge {
+            length: frame.payload.len(),
+            max: config.max_payload,
+        });
+    }
     let compress = config
         .compress_above
         .is_some_and(|above| frame.payload.len() > above);
@@ -224,6 +260,11 @@ impl Decoder for FrameCodec {
                 .map_err(|error| FrameError::Decompression(error.to_string()))?;
             out.truncate(written);
             Bytes::from(out)
+        } else if frame.len() > self.config.max_payload {
+            return Err(FrameError::PayloadTooLarge {
+                length: frame.len(),
+                max: self.config.max_payload,
+            });
         } else {
             frame.freeze()
         };

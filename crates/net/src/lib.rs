@@ -16,4 +16,4 @@ pub use frame::{Frame, FrameCodec, FrameConfig, FrameError, ProtocolId, encode_f
 pub use gossip::{BlockSource, Gossip, GossipConfig, GossipError, ReceivedBlock, TxAdmission};
 pub use peers::{Inbound, NetError, Network, NetworkConfig, StaticPeer, short_id};
 pub use score::{NodeId, Offence, PeerScores, ScoreConfig, Verdict};
-pub use tls::{ChainCa, NodeIdentity, NodeTls, TlsError, node_id};
+pub use tls::{ChainCa, NodeIdentity, NodeTls, TlsError, ed25519_node_id, node_id};

@@ -272,6 +272,49 @@ impl Network {
             .map_err(|_| NetError::NotConnected(peer))
     }
 
+    /// Queues `frame` for `peer` without waiting: for callers that may not block (such as
+    /// consensus's synchronous senders). Fails with [`NetError::QueueFull`] rather than wait.
+    pub fn try_send(&self, peer: NodeId, frame: &Frame) -> Result<(), NetError> {
+        let mut outcomes = self.try_send_each(&[peer], frame)?;
+        outcomes.pop().unwrap_or(Err(NetError::NotConnected(peer)))
+    }
+
+    /// Queues `frame` for each of `peers` without waiting, encoding (and compressing) it
+    /// once. The outer error is the frame's own (too large); the outcomes follow `peers`'
+    /// order: queued, [`NetError::NotConnected`] or [`NetError::QueueFull`].
+    pub fn try_send_each(
+        &self,
+        peers: &[NodeId],
+        frame: &Frame,
+    ) -> Result<Vec<Result<(), NetError>>, NetError> {
+        let encoded = self.encode(frame)?;
+        let outbound: Vec<Option<mpsc::Sender<Bytes>>> = {
+            let links = self.shared.links.lock();
+            peers
+                .iter()
+                .map(|peer| links.get(peer).map(|link| link.outbound.clone()))
+                .collect()
+        };
+        Ok(peers
+            .iter()
+            .zip(outbound)
+            .map(|(peer, outbound)| {
+                let outbound = outbound.ok_or(NetError::NotConnected(*peer))?;
+                outbound
+                    .try_send(encoded.clone())
+                    .map_err(|error| match error {
+                        mpsc::error::TrySendError::Full(_) => {
+                            metrics::counter!("stave_net_dropped_frames_total", "reason" => "queue_full")
+                                .increment(1);
+                            NetError::QueueFull(*peer)
+                        }
+                        // The writer stopped: the connection is closing.
+                        mpsc::error::TrySendError::Closed(_) => NetError::NotConnected(*peer),
+                    })
+            })
+            .collect())
+    }
+
     /// Sends `frame` to every connected peer but `except`, encoding (and compressing) it
     /// once; a peer whose queue is full misses it. Returns how many peers it was queued for.
     pub fn broadcast(&self, frame: &Frame, except: Option<NodeId>) -> Result<usize, NetError> {
@@ -352,6 +395,11 @@ impl Network {
     /// True while `peer` is banned.
     pub fn is_banned(&self, peer: &NodeId) -> bool {
         self.shared.scores.lock().is_banned(peer, Instant::now())
+    }
+
+    /// True once [`Network::shutdown`] was called: nothing will be sent or received again.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.shutdown.is_cancelled()
     }
 
     /// Stops listening and dialling and closes every connection.

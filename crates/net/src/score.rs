@@ -1,6 +1,7 @@
 //! Peer scores: each offence costs a peer points; below a threshold it is banned for a
 //! while. A decompression failure, a bad length or an oversize frame closes the
-//! connection and costs the most; a frame for a module nobody serves costs less.
+//! connection and costs the most; a frame for a module nobody serves costs less; a peer a
+//! protocol above blocks is banned at once.
 
 use std::{
     collections::HashMap,
@@ -23,6 +24,12 @@ pub enum Offence {
     BadMessage,
     /// A request it did not answer in time.
     Timeout,
+    /// A message on a channel it may not use: e.g. a consensus message from a node whose
+    /// certificate is from the chain's CA but whose key is not a validator's.
+    Unauthorized,
+    /// A protocol above judged it faulty and blocks it (consensus's `Blocker`): it is banned
+    /// at once, whatever its score and the [`ScoreConfig`].
+    Blocked,
 }
 
 impl Offence {
@@ -33,6 +40,9 @@ impl Offence {
             Offence::UnknownModule => 20,
             Offence::BadMessage => 25,
             Offence::Timeout => 5,
+            Offence::Unauthorized => 25,
+            // Everything; `PeerScores::penalize` bans on a block whatever the score.
+            Offence::Blocked => i32::MAX,
         }
     }
 }
@@ -108,7 +118,8 @@ impl PeerScores {
             banned_until: None,
         });
         state.score = state.score.saturating_sub(offence.penalty());
-        if state.score < config.ban_below {
+        // A block bans whatever the score: the protocol above has judged the peer already.
+        if state.score < config.ban_below || offence == Offence::Blocked {
             let until = now + config.ban_for;
             state.banned_until = Some(until);
             return Verdict::Banned(until);

@@ -2,12 +2,16 @@
 //! chain's CA and accepts only peers that show one too; the handshake fails before any
 //! frame is read. A node's id is the SHA-256 of its certificate's public key
 //! (SubjectPublicKeyInfo), and a peer must also be on the allow-list.
+//!
+//! A validator's certificate holds its ed25519 consensus key itself
+//! ([`ChainCa::issue_for_key`]), so its node id follows from its consensus public key
+//! ([`ed25519_node_id`]) and a TLS peer is a validator exactly when its id is one of those.
 
 use std::{collections::HashSet, sync::Arc};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
+    KeyUsagePurpose, PKCS_ED25519,
 };
 use rustls::{
     ClientConfig, RootCertStore, ServerConfig,
@@ -109,6 +113,27 @@ impl ChainCa {
 
     /// A certificate for node `name` (also its DNS name in TLS), with a fresh key.
     pub fn issue(&self, name: &str) -> Result<NodeIdentity, TlsError> {
+        let key = KeyPair::generate().map_err(certificate_error)?;
+        self.sign(name, key)
+    }
+
+    /// A certificate for node `name` whose key pair is the ed25519 key with this RFC 8032
+    /// seed: a validator's consensus key (commonware's `ed25519::PrivateKey` encodes as the
+    /// same 32-byte seed). Its node id is then [`ed25519_node_id`] of the public key, so
+    /// peers can tell from the TLS handshake which validator they talk to.
+    pub fn issue_for_key(
+        &self,
+        name: &str,
+        ed25519_seed: &[u8; 32],
+    ) -> Result<NodeIdentity, TlsError> {
+        let pkcs8 = ed25519_pkcs8(ed25519_seed);
+        let key = KeyPair::from_pkcs8_der_and_sign_algo(&pkcs8, &PKCS_ED25519)
+            .map_err(certificate_error)?;
+        self.sign(name, key)
+    }
+
+    /// Signs a node certificate for `name` over `key`.
+    fn sign(&self, name: &str, key: KeyPair) -> Result<NodeIdentity, TlsError> {
         let mut params =
             CertificateParams::new(vec![name.to_owned()]).map_err(certificate_error)?;
         params.distinguished_name.push(DnType::CommonName, name);
@@ -116,7 +141,6 @@ impl ChainCa {
             ExtendedKeyUsagePurpose::ServerAuth,
             ExtendedKeyUsagePurpose::ClientAuth,
         ];
-        let key = KeyPair::generate().map_err(certificate_error)?;
         let cert = params
             .signed_by(&key, &self.issuer)
             .map_err(certificate_error)?;
@@ -126,6 +150,35 @@ impl ChainCa {
             key: PrivatePkcs8KeyDer::from(key.serialize_der()),
         })
     }
+}
+
+/// DER of the ed25519 algorithm identifier (RFC 8410: OID 1.3.101.112, no parameters).
+const ED25519_ALGORITHM: [u8; 7] = [0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70];
+
+/// The PKCS#8 v1 `PrivateKeyInfo` (RFC 8410 §7) of the ed25519 key with this seed:
+/// `SEQUENCE { INTEGER 0, AlgorithmIdentifier, OCTET STRING { OCTET STRING seed } }`.
+/// v1 carries no public key, so there is nothing to get inconsistent; ring derives it.
+fn ed25519_pkcs8(seed: &[u8; 32]) -> PrivatePkcs8KeyDer<'static> {
+    let mut der = Vec::with_capacity(48);
+    der.extend_from_slice(&[0x30, 0x2e, 0x02, 0x01, 0x00]);
+    der.extend_from_slice(&ED25519_ALGORITHM);
+    der.extend_from_slice(&[0x04, 0x22, 0x04, 0x20]);
+    der.extend_from_slice(seed);
+    PrivatePkcs8KeyDer::from(der)
+}
+
+/// The node id of any certificate whose key is the ed25519 `public_key` (as
+/// [`ChainCa::issue_for_key`] makes them): SHA-256 of its SubjectPublicKeyInfo, which for
+/// ed25519 is fixed bytes (RFC 8410 §4) followed by the 32-byte key. Lets a node know a
+/// validator's id from the validator set alone, before ever seeing its certificate.
+pub fn ed25519_node_id(public_key: &[u8; 32]) -> NodeId {
+    let mut spki = Sha256::new();
+    // SEQUENCE (42 bytes) { AlgorithmIdentifier, BIT STRING (33 bytes, 0 unused bits) }.
+    spki.update([0x30, 0x2a]);
+    spki.update(ED25519_ALGORITHM);
+    spki.update([0x03, 0x21, 0x00]);
+    spki.update(public_key);
+    spki.finalize().into()
 }
 
 /// A node's certificate and key.

@@ -61,6 +61,70 @@ fn protocol_ids_carry_group_module_and_direction() {
 }
 
 #[test]
+fn a_payload_over_the_limit_is_refused_by_sender_and_receiver() {
+    let config = FrameConfig {
+        max_frame: 1 << 12,
+        max_payload: 1 << 10,
+        compress_above: None,
+    };
+    let big = frame(vec![7; 1500]);
+    assert!(matches!(
+        encode_frame(&big, &config),
+        Err(FrameError::PayloadTooLarge {
+            length: 1500,
+            max: 1024
+        })
+    ));
+    // A peer with looser limits sends it anyway: refused on arrival.
+    let loose = FrameConfig {
+        max_payload: 1 << 12,
+        ..config
+    };
+    let wire = encode_frame(&big, &loose).expect("encodes");
+    assert!(matches!(
+        decode_all(&mut FrameCodec::new(config), &wire),
+        Err(FrameError::PayloadTooLarge { length: 1500, .. })
+    ));
+}
+
+#[test]
+fn the_default_limits_admit_a_whole_block_however_it_compresses() {
+    let config = FrameConfig::default();
+    // A 32 MiB block with 64 KiB of consensus framing, even incompressible.
+    let message = (32 << 20) + (64 << 10);
+    assert!(config.admits_payload(message));
+    assert!(!config.admits_payload(config.max_payload + 1));
+    let tight = FrameConfig {
+        max_frame: HEADER_LEN + message,
+        max_payload: message,
+        compress_above: Some(1024),
+    };
+    assert!(!tight.admits_payload(message), "snappy may grow it");
+    assert!(
+        FrameConfig {
+            compress_above: None,
+            ..tight
+        }
+        .admits_payload(message)
+    );
+    // Random bytes do not compress: the frame still fits.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let payload: Vec<u8> = (0..message)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    let wire = encode_frame(&frame(payload.clone()), &config).expect("encodes");
+    let decoded = decode_all(&mut FrameCodec::new(config), &wire)
+        .expect("valid")
+        .expect("whole");
+    assert_eq!(decoded.payload.len(), payload.len());
+}
+
+#[test]
 fn a_length_shorter_than_the_header_is_refused() {
     let mut codec = FrameCodec::default();
     let mut bytes = vec![0u8; HEADER_LEN];

@@ -117,6 +117,64 @@ async fn nodes_dialling_each_other_keep_one_connection_and_broadcasts_arrive_onc
 }
 
 #[tokio::test]
+async fn try_send_queues_without_waiting_and_says_who_is_not_connected() {
+    let chain = Chain::new(3);
+    let a = chain.start(0, vec![], |_| {}).await;
+    let b = chain.start(1, vec![chain.peer(0, &a)], |_| {}).await;
+    let mut news = b.register(GROUP, NEWS, 64);
+    eventually("connection", || a.peers() == vec![chain.ids[1]]).await;
+    let frame = a.frame(ProtocolId::request(GROUP, NEWS), 5, big_payload());
+    // Node 2 never started: not connected; node 1 gets the frame.
+    let outcomes = a
+        .try_send_each(&[chain.ids[2], chain.ids[1]], &frame)
+        .expect("encodes");
+    assert!(matches!(outcomes[0], Err(NetError::NotConnected(id)) if id == chain.ids[2]));
+    assert!(outcomes[1].is_ok());
+    a.try_send(
+        chain.ids[1],
+        &a.frame(ProtocolId::request(GROUP, NEWS), 6, Bytes::new()),
+    )
+    .expect("queued");
+    for packet_type in [5, 6] {
+        let got = timeout(LIMIT, news.recv())
+            .await
+            .expect("in time")
+            .expect("frame");
+        assert_eq!(
+            (got.peer, got.frame.packet_type),
+            (chain.ids[0], packet_type)
+        );
+    }
+    // A frame too large for the limits is the frame's error, before any peer.
+    let mut huge = frame.clone();
+    huge.payload = Bytes::from(vec![0; a.frame_config().max_payload + 1]);
+    assert!(matches!(
+        a.try_send_each(&[chain.ids[1]], &huge),
+        Err(NetError::Frame(_))
+    ));
+    assert!(!a.is_shut_down());
+    a.shutdown();
+    assert!(a.is_shut_down());
+}
+
+#[tokio::test]
+async fn a_blocked_peer_is_banned_and_disconnected_at_once() {
+    let chain = Chain::new(2);
+    let a = chain.start(0, vec![], |_| {}).await;
+    let b = chain.start(1, vec![chain.peer(0, &a)], |_| {}).await;
+    eventually("connection", || a.peers() == vec![chain.ids[1]]).await;
+    assert!(matches!(
+        a.penalize(chain.ids[1], Offence::Blocked),
+        Verdict::Banned(_)
+    ));
+    assert!(a.is_banned(&chain.ids[1]));
+    eventually("disconnect", || {
+        a.peers().is_empty() && b.peers().is_empty()
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn simultaneous_dials_settle_on_one_connection_that_stays() {
     let chain = Chain::new(2);
     // 0 dials 1's port before 1 is up (its dial loop retries); 1 comes up dialling 0.

@@ -44,3 +44,29 @@ fn socket_errors_are_no_offence() {
     let error = FrameError::Io(std::io::Error::other("reset"));
     assert_eq!(error.offence(), None);
 }
+
+#[test]
+fn a_block_bans_at_once_whatever_the_score_and_the_config() {
+    for config in [
+        ScoreConfig::default(),
+        ScoreConfig {
+            initial: i32::MAX,
+            ban_below: -1_000_000,
+            ban_for: Duration::from_secs(5),
+        },
+    ] {
+        let mut scores = PeerScores::new(config);
+        let now = Instant::now();
+        assert!(matches!(
+            scores.penalize([3; 32], Offence::Blocked, now),
+            Verdict::Banned(_)
+        ));
+        assert!(scores.is_banned(&[3; 32], now));
+    }
+    // An unauthorized message costs like a bad message: not a ban on its own.
+    let mut scores = PeerScores::new(ScoreConfig::default());
+    assert_eq!(
+        scores.penalize([4; 32], Offence::Unauthorized, Instant::now()),
+        Verdict::Keep(75)
+    );
+}

@@ -6,7 +6,7 @@ use std::{collections::HashSet, time::Duration};
 use bytes::{Bytes, BytesMut};
 use stave_net::{
     ChainCa, Frame, FrameCodec, FrameConfig, NodeIdentity, NodeTls, ProtocolId, TlsError,
-    encode_frame, frame::VERSION,
+    ed25519_node_id, encode_frame, frame::VERSION, node_id,
 };
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -220,5 +220,78 @@ fn garbage_pem_is_a_typed_error() {
             NodeIdentity::from_pem("n", cert, key),
             Err(TlsError::Pem(_))
         ));
+    }
+}
+
+/// RFC 8032 §7.1, test 1: a secret key (seed) and its public key.
+const RFC8032_SEED: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+const RFC8032_PUBLIC: &str = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a";
+
+fn bytes32(hex_text: &str) -> [u8; 32] {
+    let mut out = [0; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex_text[2 * i..2 * i + 2], 16).expect("hex");
+    }
+    out
+}
+
+#[test]
+fn a_certificate_for_a_seed_holds_its_rfc8032_public_key_and_has_the_predicted_id() {
+    let ca = ChainCa::generate("chain").expect("ca");
+    let identity = ca
+        .issue_for_key("validator0.stave", &bytes32(RFC8032_SEED))
+        .expect("certificate");
+    // The id hashes the certificate's SubjectPublicKeyInfo, so equal ids mean the
+    // certificate holds exactly the RFC 8032 public key of the seed.
+    let predicted = ed25519_node_id(&bytes32(RFC8032_PUBLIC));
+    assert_eq!(node_id(&identity.certificate).expect("id"), predicted);
+    assert_eq!(identity.node_id().expect("id"), predicted);
+    // The same seed again: another certificate, the same key and id.
+    let again = ca
+        .issue_for_key("validator0.stave", &bytes32(RFC8032_SEED))
+        .expect("certificate");
+    assert_eq!(again.node_id().expect("id"), predicted);
+    // Another seed, another id.
+    let other = ca
+        .issue_for_key("validator1.stave", &[7; 32])
+        .expect("certificate");
+    assert_ne!(other.node_id().expect("id"), predicted);
+}
+
+#[tokio::test]
+async fn nodes_with_ed25519_certificates_complete_mutual_tls_both_ways() {
+    let ca = ChainCa::generate("chain").expect("ca");
+    let a = ca.issue_for_key("node0.stave", &[1; 32]).expect("a");
+    let b = ca.issue_for_key("node1.stave", &[2; 32]).expect("b");
+    // An ed25519 identity survives its PEM files (what `stave` keeps on disk).
+    let (cert, key) = b.to_pem();
+    let b = NodeIdentity::from_pem("node1.stave", &cert, &key).expect("reloads");
+    // A node with an ordinary (P-256) certificate talks to ed25519 ones in both roles too.
+    let c = ca.issue("node2.stave").expect("c");
+    let allowed: HashSet<_> = [&a, &b, &c]
+        .iter()
+        .map(|identity| identity.node_id().expect("id"))
+        .collect();
+    let tls = |identity: &NodeIdentity| {
+        NodeTls::new(&ca.certificate(), identity, allowed.clone()).expect("tls")
+    };
+    for (server, server_name, client) in [
+        (&a, "node0.stave", &b),
+        (&b, "node1.stave", &a),
+        (&a, "node0.stave", &c),
+        (&c, "node2.stave", &b),
+    ] {
+        let (address, serving) = serve_one(tls(server)).await;
+        let socket = TcpStream::connect(address).await.expect("connects");
+        let (_, peer) = timeout(LIMIT, tls(client).connect(server_name, socket))
+            .await
+            .expect("in time")
+            .expect("handshake");
+        assert_eq!(peer, server.node_id().expect("id"));
+        let seen = timeout(LIMIT, serving)
+            .await
+            .expect("in time")
+            .expect("task");
+        assert_eq!(seen.expect("accepted"), client.node_id().expect("id"));
     }
 }

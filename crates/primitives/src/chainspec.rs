@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 
 use alloy_genesis::{ChainConfig, Genesis, GenesisAccount};
-use alloy_primitives::{Address, U256};
+use alloy_primitives::{Address, B256, U256};
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use crate::{dev::dev_account, error::ChainSpecError};
 
@@ -17,12 +18,27 @@ pub const DEV_GAS_LIMIT: u64 = 1_000_000_000;
 /// Balance of each account in a dev genesis: 10,000 ETH, as Hardhat and Anvil.
 pub const DEV_BALANCE_WEI: u128 = 10_000 * 10u128.pow(18);
 
-/// What a chain agrees on before its first block: id, gas limit, base fee, and the
-/// accounts that exist at genesis.
+/// Key of Stave's own section in a genesis file's `config` (go-ethereum ignores it).
+const STAVE_CONFIG_KEY: &str = "stave";
+
+/// `config.stave` of a genesis file: what a Stave chain agrees on that go-ethereum's
+/// format has no field for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StaveConfig {
+    /// The validators' ed25519 consensus public keys (32 bytes each, hex). Empty on a
+    /// single-validator chain (`stave node --dev`), which needs no consensus.
+    #[serde(default)]
+    validators: Vec<B256>,
+}
+
+/// What a chain agrees on before its first block: id, gas limit, base fee, the accounts
+/// that exist at genesis and, on a multi-validator chain, the validator set.
 #[derive(Debug, Clone)]
 pub struct ChainSpec {
     genesis: Genesis,
     chain_id: u64,
+    stave: StaveConfig,
 }
 
 impl ChainSpec {
@@ -46,7 +62,44 @@ impl ChainSpec {
         if chain_id == 0 {
             return Err(ChainSpecError::MissingChainId);
         }
-        Ok(Self { genesis, chain_id })
+        let stave: StaveConfig = match genesis
+            .config
+            .extra_fields
+            .get_deserialized(STAVE_CONFIG_KEY)
+        {
+            Some(parsed) => {
+                parsed.map_err(|error| ChainSpecError::StaveConfig(error.to_string()))?
+            }
+            None => StaveConfig::default(),
+        };
+        let mut seen = std::collections::HashSet::new();
+        if let Some(twice) = stave.validators.iter().find(|key| !seen.insert(**key)) {
+            return Err(ChainSpecError::StaveConfig(format!(
+                "validator {twice} is listed twice"
+            )));
+        }
+        Ok(Self {
+            genesis,
+            chain_id,
+            stave,
+        })
+    }
+
+    /// The same chain with `validators` (ed25519 consensus public keys) as its validator
+    /// set, written into the genesis's `config.stave.validators`.
+    pub fn with_validators(mut self, validators: Vec<B256>) -> Result<Self, ChainSpecError> {
+        let stave = StaveConfig { validators };
+        self.genesis
+            .config
+            .extra_fields
+            .insert_value(STAVE_CONFIG_KEY.to_owned(), &stave)?;
+        Self::from_genesis(self.genesis)
+    }
+
+    /// The validators' ed25519 consensus public keys, in genesis order; empty on a
+    /// single-validator chain.
+    pub fn validators(&self) -> &[B256] {
+        &self.stave.validators
     }
 
     /// A genesis with `accounts` deterministic dev accounts (see [`crate::dev`]), each
@@ -72,7 +125,11 @@ impl ChainSpec {
             alloc,
             ..Genesis::default()
         };
-        Self { genesis, chain_id }
+        Self {
+            genesis,
+            chain_id,
+            stave: StaveConfig::default(),
+        }
     }
 
     /// The genesis as go-ethereum JSON.
@@ -166,5 +223,42 @@ mod tests {
         assert_eq!(again.alloc().len(), 3);
         assert!(again.alloc().contains_key(&dev_account(2).address));
         assert_eq!(again.base_fee(), DEFAULT_BASE_FEE);
+    }
+
+    #[test]
+    fn validator_set_round_trips_through_genesis_json() {
+        let keys = vec![B256::repeat_byte(1), B256::repeat_byte(2)];
+        let spec = ChainSpec::dev(7, 1)
+            .with_validators(keys.clone())
+            .expect("valid set");
+        let json = spec.to_json();
+        assert!(json.contains("\"stave\""), "{json}");
+        let again = ChainSpec::from_json(&json).expect("own output parses");
+        assert_eq!(again.validators(), keys.as_slice());
+        assert!(ChainSpec::dev(7, 1).validators().is_empty());
+    }
+
+    #[test]
+    fn refuses_a_validator_listed_twice_or_a_malformed_stave_section() {
+        let twice = ChainSpec::dev(7, 1).with_validators(vec![B256::repeat_byte(3); 2]);
+        assert!(
+            matches!(&twice, Err(ChainSpecError::StaveConfig(message)) if message.contains("twice")),
+            "{twice:?}"
+        );
+        for stave in [
+            r#"{ "validators": ["0x1234"] }"#,
+            r#"{ "validators": [], "leader": 1 }"#,
+        ] {
+            let json = format!(
+                r#"{{ "config": {{ "chainId": 5, "stave": {stave} }}, "gasLimit": "0x1", "alloc": {{}} }}"#
+            );
+            assert!(
+                matches!(
+                    ChainSpec::from_json(&json),
+                    Err(ChainSpecError::StaveConfig(_))
+                ),
+                "{stave}"
+            );
+        }
     }
 }

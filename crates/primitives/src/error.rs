@@ -114,6 +114,10 @@ pub enum ChainSpecError {
     /// The genesis gas limit is zero, so no transaction could ever fit.
     #[error("genesis gasLimit is zero")]
     ZeroGasLimit,
+    /// `config.stave` is malformed (unknown key, a validator key that is not 32 bytes of
+    /// hex) or names a validator twice.
+    #[error("genesis config.stave: {0}")]
+    StaveConfig(String),
 }
 
 #[cfg(test)]

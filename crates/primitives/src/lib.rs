@@ -22,7 +22,7 @@ mod receipt;
 mod state;
 mod transaction;
 
-pub use alloy_primitives::{Address, B256, Bytes, Signature, U256};
+pub use alloy_primitives::{Address, B256, Bytes, Signature, U256, keccak256};
 pub use chainspec::{ChainSpec, DEFAULT_BASE_FEE, DEV_BALANCE_WEI, DEV_GAS_LIMIT};
 pub use error::{ChainSpecError, TxError};
 pub use header::{Block, Header, SealedBlock, SealedHeader};

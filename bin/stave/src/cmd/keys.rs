@@ -114,7 +114,7 @@ pub fn run(cmd: KeysCommand) -> anyhow::Result<()> {
     }
 }
 
-fn create_dir(dir: &Path) -> anyhow::Result<()> {
+pub(super) fn create_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }
 
@@ -203,7 +203,7 @@ fn print_account(index: Option<u32>, signer: &PrivateKeySigner) {
 }
 
 /// Writes a new file (never overwriting one); a `private` one only its owner can read.
-fn write_new(path: &Path, contents: &str, private: bool) -> anyhow::Result<()> {
+pub(super) fn write_new(path: &Path, contents: &str, private: bool) -> anyhow::Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]

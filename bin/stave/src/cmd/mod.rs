@@ -9,7 +9,9 @@ mod keys;
 mod load;
 mod node;
 mod p2p;
+mod testnet;
 mod tx;
+mod validator;
 
 use clap::Subcommand;
 
@@ -34,6 +36,9 @@ pub enum Command {
     Export(chain::ExportArgs),
     /// Run a node: `--dev` for a single-validator dev chain, `--config FILE` otherwise.
     Node(node::NodeArgs),
+    /// Make and run a multi-validator chain on this machine.
+    #[command(subcommand)]
+    Testnet(testnet::TestnetCommand),
     /// Send a signed-transaction load to a node's JSON-RPC and report TPS and latency.
     Load(load::LoadArgs),
     /// Run a measured workload and report throughput stage by stage.
@@ -51,6 +56,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Import(args) => chain::import(args),
         Command::Export(args) => chain::export(args),
         Command::Node(args) => node::run(args),
+        Command::Testnet(cmd) => testnet::run(cmd),
         Command::Load(args) => load::run(args),
         Command::Bench(cmd) => bench::run(cmd),
     }

@@ -30,10 +30,11 @@ use tokio::sync::broadcast;
 use super::{
     keys::DEV_MNEMONIC,
     p2p::{self, P2pConfig},
+    validator::{self, ConsensusConfig, ValidatorParts},
 };
 
-/// Chain id of `stave node --dev`, as Hardhat and Anvil.
-const DEV_CHAIN_ID: u64 = 1337;
+/// Chain id of `stave node --dev` and `stave testnet`, as Hardhat and Anvil.
+pub const DEV_CHAIN_ID: u64 = 1337;
 /// How many mnemonic accounts the dev chain funds.
 const DEV_ACCOUNTS: u32 = 10;
 
@@ -81,15 +82,18 @@ struct Config {
     pool_max_txs: Option<usize>,
     /// Most transactions per sender in the txpool.
     pool_max_per_sender: Option<usize>,
-    /// Whether this node produces blocks (default true). One node of a network produces;
-    /// the others follow it over P2P (until consensus, issue 12).
+    /// Whether this node produces blocks alone (default true, without `[consensus]`).
+    /// One node of such a network produces; the others follow it over P2P.
     producer: Option<bool>,
     /// Peers, certificates and gossip.
     p2p: Option<P2pConfig>,
+    /// This node is one of the genesis's validators, agreeing on blocks with the others.
+    consensus: Option<ConsensusConfig>,
 }
 
-/// The dev chain's genesis: the mnemonic's first accounts, funded.
-fn dev_spec() -> anyhow::Result<(ChainSpec, Vec<(String, String)>)> {
+/// The dev chain's genesis: the mnemonic's first accounts, funded, with their
+/// addresses and keys.
+pub fn dev_spec() -> anyhow::Result<(ChainSpec, Vec<(String, String)>)> {
     let mut genesis = ChainSpec::dev(DEV_CHAIN_ID, 0).genesis().clone();
     let mut accounts = Vec::new();
     for index in 0..DEV_ACCOUNTS {
@@ -206,6 +210,10 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         produces || config.p2p.is_some(),
         "a node that does not produce blocks needs a [p2p] section with peers to follow"
     );
+    anyhow::ensure!(
+        config.consensus.is_none() || (config.p2p.is_some() && config.producer.is_none()),
+        "a [consensus] node needs a [p2p] section (its validators are its peers) and no `producer` key (the validators take turns)"
+    );
     let handle = runtime.handle().clone();
 
     runtime.block_on(async move {
@@ -245,28 +253,60 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
 
         let stop = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        let producing = {
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name("block-producer".into())
-                .spawn(move || {
-                    let result = match p2p {
-                        Some(p2p) if !produces => {
-                            p2p::follow_blocks(producer, p2p, handle, &heads, &stop)
-                        }
-                        p2p => {
-                            let gossip = p2p.map(|p2p| p2p.gossip);
-                            let rhythm = Rhythm {
-                                block_time,
-                                block_txs,
-                            };
-                            produce_blocks(producer, &pool, &heads, gossip.as_ref(), &stop, rhythm)
-                        }
-                    };
-                    let _ = done_tx.send(());
-                    result
-                })
-                .context("starting the block producer")?
+        // The thread that makes blocks: the validator's chain actor (which ends only on
+        // an error: it waits on the engine) or the producer/follower loop (which ends at
+        // `stop`). `p2p` outlives it in this scope, so gossip keeps running.
+        let validating = config.consensus.is_some();
+        let p2p_kept;
+        let producing = match (&config.consensus, p2p) {
+            (Some(consensus), Some(p2p)) => {
+                p2p_kept = Some(p2p);
+                validator::start(
+                    consensus,
+                    ValidatorParts {
+                        spec: &spec,
+                        base: &base,
+                        datadir: &datadir,
+                        producer,
+                        pool,
+                        p2p: p2p_kept.as_ref().context("p2p is set")?,
+                        heads,
+                        idle_wait: block_time,
+                    },
+                    done_tx,
+                )?
+            }
+            (_, p2p) => {
+                p2p_kept = None;
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name("block-producer".into())
+                    .spawn(move || {
+                        let result = match p2p {
+                            Some(p2p) if !produces => {
+                                p2p::follow_blocks(producer, p2p, handle, &heads, &stop)
+                            }
+                            p2p => {
+                                let gossip = p2p.map(|p2p| p2p.gossip);
+                                let rhythm = Rhythm {
+                                    block_time,
+                                    block_txs,
+                                };
+                                produce_blocks(
+                                    producer,
+                                    &pool,
+                                    &heads,
+                                    gossip.as_ref(),
+                                    &stop,
+                                    rhythm,
+                                )
+                            }
+                        };
+                        let _ = done_tx.send(());
+                        result
+                    })
+                    .context("starting the block producer")?
+            }
         };
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -277,9 +317,16 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
             _ = done_rx => {}
         }
         stop.store(true, Ordering::Relaxed);
-        let produced = producing
-            .join()
-            .map_err(|_| anyhow::anyhow!("the block producer panicked"))?;
+        let produced = if validating && !producing.is_finished() {
+            // The chain actor commits each block in one atomic write; stopping between
+            // or during them loses nothing (the engine replays what is not final).
+            Ok(())
+        } else {
+            producing
+                .join()
+                .map_err(|_| anyhow::anyhow!("the block producer panicked"))?
+        };
+        drop(p2p_kept);
         let _ = server.stop();
         server.stopped().await;
         let (head, hash) = view.head()?;

@@ -69,21 +69,18 @@ impl Node {
 
     /// POSTs `body`; returns the HTTP status line and the body.
     pub fn try_post(&self, body: &str) -> std::io::Result<(String, String)> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
-        stream.set_read_timeout(Some(Duration::from_secs(20)))?;
-        write!(
-            stream,
-            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        )?;
-        // A server may refuse an oversized body before reading all of it.
-        let _ = stream.write_all(body.as_bytes());
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response)?;
-        let response = String::from_utf8_lossy(&response).into_owned();
-        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-        let status = head.lines().next().unwrap_or_default().to_owned();
-        Ok((status, body.to_owned()))
+        post_to(self.port, body)
+    }
+
+    /// The head of whatever node serves JSON-RPC on `port`, if one answers.
+    pub fn probe(port: u16) -> Option<u64> {
+        let (_, body) = post_to(
+            port,
+            r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}"#,
+        )
+        .ok()?;
+        let response: Value = serde_json::from_str(&body).ok()?;
+        u64::from_str_radix(response["result"].as_str()?.trim_start_matches("0x"), 16).ok()
     }
 
     /// POSTs `body`; the node must answer.
@@ -158,4 +155,24 @@ impl Drop for Node {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// POSTs `body` to the JSON-RPC server on localhost:`port`; returns the HTTP status line
+/// and the body.
+fn post_to(port: u16, body: &str) -> std::io::Result<(String, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    write!(
+        stream,
+        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    // A server may refuse an oversized body before reading all of it.
+    let _ = stream.write_all(body.as_bytes());
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    Ok((status, body.to_owned()))
 }

@@ -1,0 +1,258 @@
+//! Validators as real `stave node` processes, set up by `stave testnet init`: four agree
+//! on one chain under a transfer load sent to all of them; one SIGKILLed, the other three
+//! keep finalizing, and restarted it catches up to the same chain; a node started from
+//! another genesis never joins; `stave testnet run` starts and stops a whole network.
+
+mod support;
+
+use std::{
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use alloy_signer_local::{MnemonicBuilder, coins_bip39::English};
+use serde_json::{Value, json};
+use stave_primitives::{Address, B256, U256};
+use stave_sdk::{LocalSigner, TxBuilder};
+use support::Node;
+
+/// Chain id of a `stave testnet` genesis.
+const CHAIN_ID: u64 = 1337;
+/// The dev mnemonic `stave testnet init` funds.
+const MNEMONIC: &str = "test test test test test test test test test test test junk";
+
+/// The first of `count` consecutive ports that are all free now.
+fn free_ports(count: u16) -> u16 {
+    loop {
+        let base = support::free_port();
+        let Some(last) = base.checked_add(count) else {
+            continue;
+        };
+        let listeners: Vec<_> = (base..last)
+            .map_while(|port| TcpListener::bind(("127.0.0.1", port)).ok())
+            .collect();
+        if listeners.len() == usize::from(count) {
+            return base;
+        }
+    }
+}
+
+/// Ports and directory of a testnet made by `stave testnet init`.
+struct Testnet {
+    dir: PathBuf,
+    rpc: u16,
+    metrics: u16,
+}
+
+impl Testnet {
+    /// `stave testnet init --nodes N` into `dir` on free ports, blocks every 200 ms.
+    fn init(dir: &Path, nodes: u16) -> Self {
+        let (rpc, metrics, p2p) = (free_ports(nodes), free_ports(nodes), free_ports(nodes));
+        let output = Command::new(env!("CARGO_BIN_EXE_stave"))
+            .args(["testnet", "init", "--nodes", &nodes.to_string(), "--dir"])
+            .arg(dir)
+            .args(["--rpc-port", &rpc.to_string()])
+            .args(["--metrics-port", &metrics.to_string()])
+            .args(["--p2p-port", &p2p.to_string()])
+            .args(["--block-time-ms", "200"])
+            .output()
+            .expect("runs");
+        assert!(
+            output.status.success(),
+            "testnet init: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Self {
+            dir: dir.to_path_buf(),
+            rpc,
+            metrics,
+        }
+    }
+
+    fn config(&self, index: u16) -> PathBuf {
+        self.dir.join(format!("node{index}/config.toml"))
+    }
+
+    /// Starts validator `index` as its own `stave node --config` process.
+    fn launch(&self, index: u16) -> Node {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
+        command.args(["node", "--config"]).arg(self.config(index));
+        Node::launch(command, self.rpc + index, self.metrics + index)
+    }
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Mnemonic account `index`, funded by the testnet genesis.
+fn account(index: u32) -> LocalSigner {
+    let signer = MnemonicBuilder::<English>::default()
+        .phrase(MNEMONIC)
+        .index(index)
+        .and_then(|builder| builder.build())
+        .expect("dev mnemonic");
+    LocalSigner::from_secret(&B256::from_slice(&signer.credential().to_bytes())).expect("key")
+}
+
+/// Sends `count` transfers from `sender` (nonces from `first`) to `node`; their hashes.
+fn send_transfers(node: &Node, sender: &LocalSigner, first: u64, count: u64) -> Vec<Value> {
+    (first..first + count)
+        .map(|nonce| {
+            let tx = sender.sign_tx(TxBuilder::new(CHAIN_ID, 4_000_000_000).transfer(
+                nonce,
+                Address::repeat_byte(0x77),
+                U256::from(1),
+            ));
+            node.result(
+                "eth_sendRawTransaction",
+                json!([format!("0x{}", hex::encode(tx.encoded()))]),
+            )
+        })
+        .collect()
+}
+
+fn included(node: &Node, hashes: &[Value]) -> bool {
+    hashes.iter().all(|hash| {
+        !node
+            .result("eth_getTransactionReceipt", json!([hash]))
+            .is_null()
+    })
+}
+
+/// (hash, state root) of block `number` on `node`.
+fn block_id(node: &Node, number: u64) -> (Value, Value) {
+    let block = node.result(
+        "eth_getBlockByNumber",
+        json!([format!("0x{number:x}"), false]),
+    );
+    (block["hash"].clone(), block["stateRoot"].clone())
+}
+
+#[test]
+fn four_validators_agree_under_load_and_a_killed_one_catches_up() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let testnet = Testnet::init(root.path(), 4);
+    let mut nodes: Vec<Node> = (0..4).map(|i| testnet.launch(i)).collect();
+
+    // Eight senders, each sending to one validator; gossip carries the txs to the others.
+    let senders: Vec<LocalSigner> = (0..8).map(account).collect();
+    let mut hashes = Vec::new();
+    for (i, sender) in senders.iter().enumerate() {
+        hashes.extend(send_transfers(&nodes[i % 4], sender, 0, 10));
+    }
+    for node in &nodes {
+        wait_for(
+            "all transfers final on every validator",
+            Duration::from_secs(120),
+            || included(node, &hashes),
+        );
+    }
+    let head = nodes.iter().map(Node::head).min().expect("nodes");
+    let reference = block_id(&nodes[0], head);
+    assert!(!reference.0.is_null());
+    for node in &nodes[1..] {
+        assert_eq!(block_id(node, head), reference, "block {head} differs");
+    }
+
+    // SIGKILL validator 3: three of four are a quorum and keep finalizing.
+    drop(nodes.pop());
+    let more: Vec<Value> = senders[..3]
+        .iter()
+        .zip(&nodes)
+        .flat_map(|(sender, node)| send_transfers(node, sender, 10, 5))
+        .collect();
+    for node in &nodes {
+        wait_for(
+            "transfers final without validator 3",
+            Duration::from_secs(120),
+            || included(node, &more),
+        );
+    }
+
+    // Restarted, it catches up to the same chain.
+    let target = nodes.iter().map(Node::head).min().expect("nodes");
+    let restarted = testnet.launch(3);
+    wait_for("validator 3 to catch up", Duration::from_secs(120), || {
+        restarted.head() >= target
+    });
+    assert!(included(&restarted, &more));
+    for number in [head, target] {
+        assert_eq!(block_id(&restarted, number), block_id(&nodes[0], number));
+    }
+}
+
+#[test]
+fn a_validator_started_from_another_genesis_never_joins() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let testnet = Testnet::init(root.path(), 4);
+    // Validator 3 gets the same keys and validator set but another chain id: another
+    // genesis block, so another consensus namespace.
+    let genesis_path = root.path().join("genesis.json");
+    let mut genesis: Value =
+        serde_json::from_str(&std::fs::read_to_string(&genesis_path).expect("genesis"))
+            .expect("JSON");
+    genesis["config"]["chainId"] = json!(CHAIN_ID + 1);
+    let other = root.path().join("other-genesis.json");
+    std::fs::write(&other, genesis.to_string()).expect("writes");
+    let config = std::fs::read_to_string(testnet.config(3)).expect("config");
+    std::fs::write(
+        testnet.config(3),
+        config.replace("../genesis.json", "../other-genesis.json"),
+    )
+    .expect("writes");
+
+    let nodes: Vec<Node> = (0..4).map(|i| testnet.launch(i)).collect();
+    let hashes = send_transfers(&nodes[0], &account(0), 0, 5);
+    wait_for(
+        "the three honest validators to finalize",
+        Duration::from_secs(120),
+        || nodes[..3].iter().all(|node| included(node, &hashes)) && nodes[0].head() >= 3,
+    );
+    assert_eq!(
+        nodes[3].head(),
+        0,
+        "a node of another genesis imported blocks"
+    );
+}
+
+#[test]
+fn testnet_run_starts_every_node_and_stops_them_on_sigterm() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let testnet = Testnet::init(root.path(), 2);
+    let mut runner = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .args(["testnet", "run", "--dir"])
+        .arg(root.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    // Both nodes serve RPC and finalize blocks together.
+    let probe = |index: u16| Node::probe(testnet.rpc + index);
+    wait_for(
+        "both nodes to finalize blocks",
+        Duration::from_secs(60),
+        || (0..2).all(|i| probe(i).is_some_and(|head| head >= 2)),
+    );
+
+    // SIGTERM to the runner stops every node.
+    let pid = libc::pid_t::try_from(runner.id()).expect("pid");
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = runner.wait().expect("waits");
+    assert!(status.success(), "{status}");
+    wait_for("the nodes to stop", Duration::from_secs(20), || {
+        (0..2).all(|i| probe(i).is_none())
+    });
+    for i in 0..2 {
+        let log = std::fs::read_to_string(root.path().join(format!("node{i}/node.log")))
+            .expect("a log per node");
+        assert!(log.contains("SIGTERM: stopping"), "node {i}:\n{log}");
+    }
+}

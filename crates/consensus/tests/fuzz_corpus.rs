@@ -1,0 +1,53 @@
+//! Replays the checked-in corpus of the `consensus_block` fuzz target
+//! (`fuzz/corpus/consensus_block/`) through the check the target runs, so every finding
+//! stays fixed under plain `cargo test`, and feeds it random bytes beyond the corpus.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+
+#[path = "../../../fuzz/consensus_checks.rs"]
+mod consensus_checks;
+
+#[test]
+fn consensus_block_corpus_holds() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/consensus_block");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        consensus_checks::consensus_block(
+            &std::fs::read(entry.expect("entry").path()).expect("corpus file"),
+        );
+        count += 1;
+    }
+    assert!(count > 0, "empty corpus");
+}
+
+#[test]
+fn a_real_block_passes_and_every_truncation_is_refused() {
+    use commonware_codec::{Copying, Encode as _, Read as _};
+    use stave_consensus::ConsensusBlock;
+
+    let (block, _) = stave_node::genesis(&stave_primitives::ChainSpec::dev(9, 2));
+    let body = stave_codec::encode_transactions(&[]).expect("encodes");
+    let block = ConsensusBlock::new(
+        &block,
+        stave_codec::encode_block_parts(block.header(), &body),
+    );
+    let encoded = block.encode();
+    consensus_checks::consensus_block(&encoded);
+    let decoded = ConsensusBlock::read_cfg(&mut Copying(encoded.as_ref()), &()).expect("decodes");
+    assert_eq!(decoded.hash(), block.hash());
+    for len in 0..encoded.len() {
+        assert!(
+            ConsensusBlock::read_cfg(&mut Copying(&encoded[..len]), &()).is_err(),
+            "a block truncated to {len} bytes was accepted"
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+        consensus_checks::consensus_block(&data);
+    }
+}
