@@ -7,15 +7,29 @@
 use std::{
     collections::HashSet,
     net::{SocketAddr, TcpListener},
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
 use alloy_primitives::B256;
+use commonware_codec::Encode as _;
 use commonware_codec::EncodeFixed as _;
+use commonware_consensus::{
+    simplex::{
+        scheme::ed25519::Scheme,
+        types::{Notarize, Proposal, Vote},
+    },
+    types::{Epoch, Round, View},
+};
+use commonware_cryptography::sha256::Digest;
 use commonware_cryptography::{Signer as _, ed25519};
+use commonware_p2p::{Recipients, Sender as _};
+use commonware_utils::ordered::Set;
 use stave_consensus::{
-    ConsensusBlock, ValidatorConfig, chain_actor, run_validator, validator_node_id,
+    ConsensusBlock, ConsensusNet, ValidatorConfig, chain_actor, run_validator, validator_node_id,
 };
 use stave_net::{ChainCa, Network, NetworkConfig, NodeId, NodeTls, StaticPeer};
 use stave_node::{BlockProducer, Chain, ChainView, Parallelism, genesis};
@@ -29,6 +43,8 @@ const CHAIN_ID: u64 = 4242;
 const VALIDATORS: u64 = 4;
 const SENDERS: u64 = 16;
 const TXS_PER_SENDER: u64 = 5;
+/// The engine's votes channel (`engine.rs`).
+const VOTES_CHANNEL: u64 = 0;
 
 /// (number, hash, state root, transactions) of each block a validator committed.
 type Commits = Arc<Mutex<Vec<(u64, B256, B256, usize)>>>;
@@ -150,30 +166,13 @@ fn start(
     (pool, commits)
 }
 
-#[test]
-fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let spec = ChainSpec::dev(CHAIN_ID, SENDERS);
-    let keys: Vec<_> = (0..VALIDATORS)
-        .map(ed25519::PrivateKey::from_seed)
-        .collect();
-    // The networks' runtime, like a node's: not the one the engines run on.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let networks = start_networks(&runtime, &keys);
-    let nodes: Vec<_> = networks
-        .into_iter()
-        .enumerate()
-        .map(|(index, network)| start(index, &keys, network, &spec, dir.path()))
-        .collect();
-
+/// Submits every sender's transfers, each sender to one validator's pool in nonce order,
+/// and waits until every validator in `nodes` has committed all of them.
+fn finalize_every_transaction(nodes: &[(Arc<TxPool>, Commits)], spec: &ChainSpec) {
     // Each sender's transactions go to one validator's pool, in nonce order.
-    let state = stave_exec::MemoryState::from_genesis(&spec);
+    let state = stave_exec::MemoryState::from_genesis(spec);
     for sender in 0..SENDERS {
-        let (pool, _) = &nodes[(sender % VALIDATORS) as usize];
+        let (pool, _) = &nodes[sender as usize % nodes.len()];
         let txs: Vec<Vec<u8>> = (0..TXS_PER_SENDER).map(|n| transfer(sender, n)).collect();
         let added = pool.add(&txs, &state, DEFAULT_BASE_FEE);
         assert!(added.iter().all(Result::is_ok), "{added:?}");
@@ -200,6 +199,29 @@ fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[test]
+fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = ChainSpec::dev(CHAIN_ID, SENDERS);
+    let keys: Vec<_> = (0..VALIDATORS)
+        .map(ed25519::PrivateKey::from_seed)
+        .collect();
+    // The networks' runtime, like a node's: not the one the engines run on.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let networks = start_networks(&runtime, &keys);
+    let nodes: Vec<_> = networks
+        .into_iter()
+        .enumerate()
+        .map(|(index, network)| start(index, &keys, network, &spec, dir.path()))
+        .collect();
+
+    finalize_every_transaction(&nodes, &spec);
 
     // Every validator committed the same blocks, in order, from block 1.
     let chains: Vec<Vec<(u64, B256, B256, usize)>> = nodes
@@ -216,4 +238,72 @@ fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
     for (pool, _) in &nodes {
         assert_eq!(pool.status().pending, 0);
     }
+}
+
+#[test]
+fn a_validator_flooding_votes_for_far_future_views_does_not_stall_the_others() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = ChainSpec::dev(CHAIN_ID, SENDERS);
+    let keys: Vec<_> = (0..VALIDATORS)
+        .map(ed25519::PrivateKey::from_seed)
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut networks = start_networks(&runtime, &keys);
+    let flooder = networks.pop().expect("four networks");
+    let honest: Vec<_> = networks
+        .into_iter()
+        .enumerate()
+        .map(|(index, network)| start(index, &keys, network, &spec, dir.path()))
+        .collect();
+
+    // Validator 3 runs no engine: it signs notarize votes with its real key for views
+    // 2^40 and up, each for a different payload, and sends them as fast as its queues
+    // take them.
+    let validators: Vec<_> = keys.iter().map(|key| key.public_key()).collect();
+    let net = ConsensusNet::new(flooder, &validators).expect("validator network");
+    let (mut votes, _) = net.register(VOTES_CHANNEL).expect("votes channel");
+    let namespace = [
+        b"stave-test-".as_slice(),
+        genesis(&spec).0.hash().as_slice(),
+        b"_CONSENSUS",
+    ]
+    .concat();
+    let participants = Set::try_from(validators).expect("distinct keys");
+    let scheme = Scheme::signer(&namespace, participants, keys[3].clone()).expect("a validator");
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooding = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut sent = 0u64;
+            for view in (1u64 << 40).. {
+                // Relaxed: a stop flag, read once a vote; nothing else is published.
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let mut payload = [0u8; 32];
+                payload[..8].copy_from_slice(&view.to_be_bytes());
+                let proposal = Proposal::new(
+                    Round::new(Epoch::zero(), View::new(view)),
+                    View::new(view - 1),
+                    Digest(payload),
+                );
+                let vote: Vote<Scheme, Digest> =
+                    Vote::Notarize(Notarize::sign(&scheme, proposal).expect("signs"));
+                if !votes.send(Recipients::All, vote.encode(), false).is_empty() {
+                    sent += 1;
+                }
+            }
+            sent
+        })
+    };
+
+    // Three of four validators are a quorum: they finalize every transaction regardless.
+    finalize_every_transaction(&honest, &spec);
+    stop.store(true, Ordering::Relaxed);
+    let sent = flooding.join().expect("flooder");
+    assert!(sent >= 1_000, "the flood sent only {sent} votes");
 }
