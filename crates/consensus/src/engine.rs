@@ -6,15 +6,18 @@ use std::{num::NonZeroUsize, path::PathBuf, time::Duration};
 
 use commonware_broadcast::buffered;
 use commonware_consensus::{
-    marshal::{self, core::Actor as Marshal, resolver::p2p as marshal_resolver, standard::Inline},
-    simplex::{self, elector::RoundRobin, scheme::ed25519::Scheme},
+    Application, Reporter,
+    marshal::{
+        self, Update, core::Actor as Marshal, resolver::p2p as marshal_resolver, standard::Inline,
+    },
+    simplex::{self, elector::RoundRobin, scheme::ed25519::Scheme, types::Context},
     types::{Epoch, FixedEpocher, ViewDelta},
 };
 use commonware_cryptography::{
     Digested, Digestible, Signer as _,
     certificate::{ConstantProvider, Verifier as _},
     ed25519,
-    sha256::Sha256,
+    sha256::{Digest, Sha256},
 };
 use commonware_parallel::Sequential;
 use commonware_runtime::{
@@ -24,7 +27,6 @@ use commonware_storage::{archive::prunable, translator::TwoCap};
 use commonware_utils::{NZDuration, NZU16, NZU64, NZUsize};
 
 use crate::{
-    application::StaveApp,
     block::ConsensusBlock,
     transport::{ConsensusNet, validator_node_id},
 };
@@ -76,11 +78,44 @@ fn archive<C>(name: &str, page_cache: CacheRef, codec_config: C) -> prunable::Co
     }
 }
 
-/// Runs a validator until its runtime stops: blocks come to `app` to propose, verify and
-/// commit. Blocks the calling thread (commonware's runtime runs on it; the network keeps
+/// The engine's side of a chain: what Simplex asks to propose and verify blocks, and what
+/// marshal reports finalized blocks to. [`StaveApp`](crate::StaveApp) is the one a node runs; tests wrap
+/// it (a proposer that forges blocks, say) to check what the other validators do.
+pub trait ChainApplication:
+    Application<
+        tokio::Context,
+        SigningScheme = Scheme,
+        Context = Context<Digest, ed25519::PublicKey>,
+        Block = ConsensusBlock,
+        Input = (),
+    > + Reporter<Activity = Update<ConsensusBlock>>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<A> ChainApplication for A where
+    A: Application<
+            tokio::Context,
+            SigningScheme = Scheme,
+            Context = Context<Digest, ed25519::PublicKey>,
+            Block = ConsensusBlock,
+            Input = (),
+        > + Reporter<Activity = Update<ConsensusBlock>>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// Runs a validator until its runtime stops: blocks come to `app` (a node's
+/// [`StaveApp`](crate::StaveApp)) to propose, verify and commit. Blocks the calling thread (commonware's runtime runs on it; the network keeps
 /// running on its own). Panics if the configuration cannot work: this node's key not a
 /// validator's, the network's certificate not holding `key`, or its frames too small.
-pub fn run_validator(config: ValidatorConfig, app: StaveApp) {
+pub fn run_validator(config: ValidatorConfig, app: impl ChainApplication) {
     let runner = tokio::Runner::new(tokio::Config::new().with_storage_directory(&config.storage));
     runner.start(|context| async move {
         let public = config.key.public_key();

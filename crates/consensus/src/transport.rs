@@ -13,7 +13,12 @@
 //! [`Network::try_send_each`] and a peer whose queue is full misses them (as with
 //! commonware's own network, delivery is best effort; the engine retries what matters).
 
-use std::{collections::HashMap, num::NonZeroUsize, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, VecDeque},
+    num::NonZeroUsize,
+    sync::Arc,
+    time::Duration,
+};
 
 use commonware_actor::{Feedback, Unreliable};
 use commonware_cryptography::ed25519::PublicKey;
@@ -188,7 +193,14 @@ impl ConsensusNet {
             channel,
             inbound,
             network: self.network.clone(),
-            validators: self.validators.clone(),
+            waiting: self
+                .validators
+                .by_id
+                .iter()
+                .map(|(id, key)| (*id, (key.clone(), VecDeque::new())))
+                .collect(),
+            order: self.validators.by_id.keys().copied().collect(),
+            next: 0,
             capacity: NonZeroUsize::new(BACKLOG).unwrap_or(NonZeroUsize::MIN),
         };
         Ok((sender, receiver))
@@ -391,12 +403,26 @@ impl CheckedSender for CheckedChannelSender<'_> {
     }
 }
 
-/// Receives on one consensus channel: messages from validators only.
+/// Receives on one consensus channel: messages from validators only, each validator
+/// served in turn.
+///
+/// Fairness: every `recv` first drains whatever the network has queued for the channel
+/// (cheap: no message is decoded or verified here) into one queue per validator, each
+/// bounded by [`BACKLOG`], and then takes the oldest message of the next validator in
+/// turn. A validator that floods the channel overflows only its own queue, so the
+/// others' votes still reach the engine, and the network's shared backlog stays short
+/// because it is emptied on every call.
 pub struct ChannelReceiver {
     channel: Channel,
     inbound: mpsc::Receiver<Inbound>,
     network: Network,
-    validators: Arc<Validators>,
+    /// Messages drained from the network and not yet handed to the engine, per
+    /// validator's node id.
+    waiting: HashMap<NodeId, (PublicKey, VecDeque<IoBuf>)>,
+    /// The validators' node ids in the order they are served.
+    order: Vec<NodeId>,
+    /// Index into `order` of the validator served next.
+    next: usize,
     capacity: NonZeroUsize,
 }
 
@@ -408,30 +434,61 @@ impl std::fmt::Debug for ChannelReceiver {
     }
 }
 
+impl ChannelReceiver {
+    /// Queues a message from the network under its sender. One from a node that is not a
+    /// validator is dropped and the node charged [`Offence::Unauthorized`]; one from a
+    /// peer banned since it was received is dropped (commonware's network likewise stops
+    /// reading a blocked peer); one beyond its sender's [`BACKLOG`] is dropped.
+    fn queue(&mut self, Inbound { peer, frame }: Inbound) {
+        match self.waiting.get_mut(&peer) {
+            Some(_) if self.network.is_banned(&peer) => {}
+            Some((_, queue)) if queue.len() >= BACKLOG => {
+                metrics::counter!("stave_consensus_dropped_messages_total", "reason" => "peer_backlog")
+                    .increment(1);
+            }
+            Some((_, queue)) => queue.push_back(IoBuf::from(frame.payload)),
+            None => {
+                tracing::debug!(peer = %stave_net::short_id(&peer), channel = self.channel, "consensus message from a non-validator dropped");
+                self.network.penalize(peer, Offence::Unauthorized);
+            }
+        }
+    }
+
+    /// The oldest waiting message of the next validator in turn that has one.
+    fn take_next(&mut self) -> Option<Message<PublicKey>> {
+        for step in 0..self.order.len() {
+            let index = (self.next + step) % self.order.len();
+            if let Some((key, queue)) = self.waiting.get_mut(&self.order[index])
+                && let Some(message) = queue.pop_front()
+            {
+                self.next = index + 1;
+                return Some((key.clone(), message));
+            }
+        }
+        None
+    }
+}
+
 impl Receiver for ChannelReceiver {
     type Error = RecvError;
     type PublicKey = PublicKey;
 
-    /// The next message from a validator. One from any other node is dropped and the node
-    /// charged [`Offence::Unauthorized`]; one from a peer banned since it was received is
-    /// dropped (commonware's network likewise stops reading a blocked peer).
+    /// The next message from a validator, the validators taking turns (see
+    /// [`ChannelReceiver`]).
     async fn recv(&mut self) -> Result<Message<PublicKey>, RecvError> {
         loop {
-            let Inbound { peer, frame } = self
+            while let Ok(inbound) = self.inbound.try_recv() {
+                self.queue(inbound);
+            }
+            if let Some(message) = self.take_next() {
+                return Ok(message);
+            }
+            let inbound = self
                 .inbound
                 .recv()
                 .await
                 .ok_or(RecvError::Closed(self.channel))?;
-            match self.validators.by_id.get(&peer) {
-                Some(key) if !self.network.is_banned(&peer) => {
-                    return Ok((key.clone(), IoBuf::from(frame.payload)));
-                }
-                Some(_) => {}
-                None => {
-                    tracing::debug!(peer = %stave_net::short_id(&peer), channel = self.channel, "consensus message from a non-validator dropped");
-                    self.network.penalize(peer, Offence::Unauthorized);
-                }
-            }
+            self.queue(inbound);
         }
     }
 

@@ -15,21 +15,24 @@ use std::{
 };
 
 use alloy_primitives::B256;
-use commonware_codec::Encode as _;
-use commonware_codec::EncodeFixed as _;
+use commonware_actor::Feedback;
+use commonware_codec::{Encode as _, EncodeFixed as _};
 use commonware_consensus::{
+    Application, Reporter,
+    marshal::{Update, ancestry::Ancestry},
     simplex::{
         scheme::ed25519::Scheme,
-        types::{Notarize, Proposal, Vote},
+        types::{Context, Notarize, Proposal, Vote},
     },
     types::{Epoch, Round, View},
 };
-use commonware_cryptography::sha256::Digest;
-use commonware_cryptography::{Signer as _, ed25519};
+use commonware_cryptography::{Digested, Digestible as _, Signer as _, ed25519, sha256::Digest};
 use commonware_p2p::{Recipients, Sender as _};
+use commonware_runtime::Clock;
 use commonware_utils::ordered::Set;
 use stave_consensus::{
-    ConsensusBlock, ConsensusNet, ValidatorConfig, chain_actor, run_validator, validator_node_id,
+    ConsensusBlock, ConsensusNet, StaveApp, ValidatorConfig, chain_actor, run_validator,
+    validator_node_id,
 };
 use stave_net::{ChainCa, Network, NetworkConfig, NodeId, NodeTls, StaticPeer};
 use stave_node::{BlockProducer, Chain, ChainView, Parallelism, genesis};
@@ -45,6 +48,58 @@ const SENDERS: u64 = 16;
 const TXS_PER_SENDER: u64 = 5;
 /// The engine's votes channel (`engine.rs`).
 const VOTES_CHANNEL: u64 = 0;
+
+/// Hashes of the blocks a byzantine proposer sent.
+type Forged = Arc<Mutex<HashSet<B256>>>;
+
+/// A byzantine proposer: builds its proposal honestly, then sends it with a forged state
+/// root (a valid body, so only executing it shows the lie). Verifies and commits honestly.
+#[derive(Clone)]
+struct Forger {
+    honest: StaveApp,
+    forged: Forged,
+}
+
+impl<E: Clock + Send + 'static> Application<E> for Forger {
+    type SigningScheme = Scheme;
+    type Context = Context<Digest, ed25519::PublicKey>;
+    type Block = ConsensusBlock;
+    type Input = ();
+
+    async fn propose(
+        &mut self,
+        context: (E, Self::Context),
+        ancestry: impl Ancestry<Self::Block>,
+        input: (),
+    ) -> Option<Digested<Self::Block>> {
+        let honest = self.honest.propose(context, ancestry, input).await?;
+        let block = stave_codec::decode_block(honest.inner().bytes()).expect("own block");
+        let mut header = block.header().clone();
+        header.state_root = B256::repeat_byte(0xbd);
+        let body = stave_codec::encode_transactions(block.transactions()).expect("encodes");
+        let forged = ConsensusBlock::decode(stave_codec::encode_block_parts(&header, &body))
+            .expect("the body still matches its root");
+        self.forged.lock().expect("lock").insert(forged.hash());
+        let digest = forged.digest();
+        Some(Digested::precomputed(forged, digest))
+    }
+
+    async fn verify(
+        &mut self,
+        context: (E, Self::Context),
+        ancestry: impl Ancestry<Self::Block>,
+    ) -> bool {
+        self.honest.verify(context, ancestry).await
+    }
+}
+
+impl Reporter for Forger {
+    type Activity = Update<ConsensusBlock>;
+
+    fn report(&mut self, activity: Self::Activity) -> Feedback {
+        self.honest.report(activity)
+    }
+}
 
 /// (number, hash, state root, transactions) of each block a validator committed.
 type Commits = Arc<Mutex<Vec<(u64, B256, B256, usize)>>>;
@@ -72,6 +127,22 @@ fn genesis_block(spec: &ChainSpec) -> ConsensusBlock {
         &block,
         stave_codec::encode_block_parts(block.header(), &body),
     )
+}
+
+/// The networks' runtime, like a node's: not the one the engines run on.
+fn network_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Lets the networks' runtime go without waiting for its tasks: the engines never stop
+/// (a validator runs until its process ends) and keep the networks busy, so a runtime
+/// drop, which waits for every worker to go idle, could wait for ever.
+fn release(runtime: tokio::runtime::Runtime) {
+    runtime.shutdown_background();
 }
 
 /// Starts each validator's stave-net network on `runtime`: certificates from one chain CA
@@ -112,13 +183,16 @@ fn start_networks(runtime: &tokio::runtime::Runtime, keys: &[ed25519::PrivateKey
         .collect()
 }
 
-/// Starts validator `index` on its own threads; returns its pool and its commits.
+/// Starts validator `index` on its own threads; returns its pool and its commits. With
+/// `forged`, it is a byzantine proposer: every block it proposes carries a forged state
+/// root, and the hashes of those blocks go to `forged`.
 fn start(
     index: usize,
     keys: &[ed25519::PrivateKey],
     network: Network,
     spec: &ChainSpec,
     dir: &std::path::Path,
+    forged: Option<Forged>,
 ) -> (Arc<TxPool>, Commits) {
     let data = dir.join(format!("node{index}"));
     std::fs::create_dir_all(data.join("db")).expect("mkdir");
@@ -162,7 +236,16 @@ fn start(
         genesis: genesis_block(spec),
         leader_timeout: Duration::from_secs(1),
     };
-    std::thread::spawn(move || run_validator(config, app));
+    std::thread::spawn(move || match forged {
+        Some(forged) => run_validator(
+            config,
+            Forger {
+                honest: app,
+                forged,
+            },
+        ),
+        None => run_validator(config, app),
+    });
     (pool, commits)
 }
 
@@ -209,16 +292,12 @@ fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
         .map(ed25519::PrivateKey::from_seed)
         .collect();
     // The networks' runtime, like a node's: not the one the engines run on.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = network_runtime();
     let networks = start_networks(&runtime, &keys);
     let nodes: Vec<_> = networks
         .into_iter()
         .enumerate()
-        .map(|(index, network)| start(index, &keys, network, &spec, dir.path()))
+        .map(|(index, network)| start(index, &keys, network, &spec, dir.path(), None))
         .collect();
 
     finalize_every_transaction(&nodes, &spec);
@@ -238,6 +317,7 @@ fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
     for (pool, _) in &nodes {
         assert_eq!(pool.status().pending, 0);
     }
+    release(runtime);
 }
 
 #[test]
@@ -247,17 +327,13 @@ fn a_validator_flooding_votes_for_far_future_views_does_not_stall_the_others() {
     let keys: Vec<_> = (0..VALIDATORS)
         .map(ed25519::PrivateKey::from_seed)
         .collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = network_runtime();
     let mut networks = start_networks(&runtime, &keys);
     let flooder = networks.pop().expect("four networks");
     let honest: Vec<_> = networks
         .into_iter()
         .enumerate()
-        .map(|(index, network)| start(index, &keys, network, &spec, dir.path()))
+        .map(|(index, network)| start(index, &keys, network, &spec, dir.path(), None))
         .collect();
 
     // Validator 3 runs no engine: it signs notarize votes with its real key for views
@@ -306,4 +382,52 @@ fn a_validator_flooding_votes_for_far_future_views_does_not_stall_the_others() {
     stop.store(true, Ordering::Relaxed);
     let sent = flooding.join().expect("flooder");
     assert!(sent >= 1_000, "the flood sent only {sent} votes");
+    release(runtime);
+}
+
+#[test]
+fn blocks_from_a_proposer_that_forges_state_roots_are_never_finalized() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = ChainSpec::dev(CHAIN_ID, SENDERS);
+    let keys: Vec<_> = (0..VALIDATORS)
+        .map(ed25519::PrivateKey::from_seed)
+        .collect();
+    let runtime = network_runtime();
+    let forged: Forged = Arc::default();
+    let nodes: Vec<_> = start_networks(&runtime, &keys)
+        .into_iter()
+        .enumerate()
+        .map(|(index, network)| {
+            let byzantine = (index == 3).then(|| forged.clone());
+            start(index, &keys, network, &spec, dir.path(), byzantine)
+        })
+        .collect();
+
+    // The honest three finalize every transaction sent to them; the forger's turns as
+    // leader time out.
+    finalize_every_transaction(&nodes[..3], &spec);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while forged.lock().expect("lock").is_empty() {
+        assert!(Instant::now() < deadline, "the forger never led a view");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Two more honest blocks: had a forged block been finalized, it would be below them.
+    let committed = |index: usize| nodes[index].1.lock().expect("lock").len();
+    let target = committed(0) + 2;
+    while committed(0) < target {
+        assert!(Instant::now() < deadline, "the honest validators stalled");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let forged = forged.lock().expect("lock").clone();
+    for (_, commits) in &nodes {
+        let commits = commits.lock().expect("lock");
+        assert!(!commits.is_empty());
+        for (number, hash, ..) in commits.iter() {
+            assert!(
+                !forged.contains(hash),
+                "forged block {number} was finalized"
+            );
+        }
+    }
+    release(runtime);
 }
