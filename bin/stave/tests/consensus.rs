@@ -253,6 +253,8 @@ fn testnet_run_starts_every_node_and_stops_them_on_sigterm() {
     for i in 0..2 {
         let log = std::fs::read_to_string(root.path().join(format!("node{i}/node.log")))
             .expect("a log per node");
+        // Stopped by itself on SIGTERM (not killed after the runner's grace period).
         assert!(log.contains("SIGTERM: stopping"), "node {i}:\n{log}");
+        assert!(log.contains("stopped at block"), "node {i}:\n{log}");
     }
 }

@@ -129,13 +129,27 @@ fn genesis_block(spec: &ChainSpec) -> ConsensusBlock {
     )
 }
 
-/// The networks' runtime, like a node's: not the one the engines run on.
-fn network_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
+/// A fresh data dir, the chain, the four validators' keys and the networks' runtime
+/// (like a node's: not the one the engines run on).
+fn setup() -> (
+    tempfile::TempDir,
+    ChainSpec,
+    Vec<ed25519::PrivateKey>,
+    tokio::runtime::Runtime,
+) {
+    let keys = (0..VALIDATORS)
+        .map(ed25519::PrivateKey::from_seed)
+        .collect();
+    (
+        tempfile::tempdir().expect("tempdir"),
+        ChainSpec::dev(CHAIN_ID, SENDERS),
+        keys,
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime"),
+    )
 }
 
 /// Lets the networks' runtime go without waiting for its tasks: the engines never stop
@@ -286,13 +300,7 @@ fn finalize_every_transaction(nodes: &[(Arc<TxPool>, Commits)], spec: &ChainSpec
 
 #[test]
 fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let spec = ChainSpec::dev(CHAIN_ID, SENDERS);
-    let keys: Vec<_> = (0..VALIDATORS)
-        .map(ed25519::PrivateKey::from_seed)
-        .collect();
-    // The networks' runtime, like a node's: not the one the engines run on.
-    let runtime = network_runtime();
+    let (dir, spec, keys, runtime) = setup();
     let networks = start_networks(&runtime, &keys);
     let nodes: Vec<_> = networks
         .into_iter()
@@ -322,12 +330,7 @@ fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
 
 #[test]
 fn a_validator_flooding_votes_for_far_future_views_does_not_stall_the_others() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let spec = ChainSpec::dev(CHAIN_ID, SENDERS);
-    let keys: Vec<_> = (0..VALIDATORS)
-        .map(ed25519::PrivateKey::from_seed)
-        .collect();
-    let runtime = network_runtime();
+    let (dir, spec, keys, runtime) = setup();
     let mut networks = start_networks(&runtime, &keys);
     let flooder = networks.pop().expect("four networks");
     let honest: Vec<_> = networks
@@ -387,12 +390,7 @@ fn a_validator_flooding_votes_for_far_future_views_does_not_stall_the_others() {
 
 #[test]
 fn blocks_from_a_proposer_that_forges_state_roots_are_never_finalized() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let spec = ChainSpec::dev(CHAIN_ID, SENDERS);
-    let keys: Vec<_> = (0..VALIDATORS)
-        .map(ed25519::PrivateKey::from_seed)
-        .collect();
-    let runtime = network_runtime();
+    let (dir, spec, keys, runtime) = setup();
     let forged: Forged = Arc::default();
     let nodes: Vec<_> = start_networks(&runtime, &keys)
         .into_iter()

@@ -45,6 +45,29 @@ async fn serve_one(
     (address, serving)
 }
 
+/// A mutual-TLS handshake between `server` (dialled as `server_name`) and `client` that
+/// must succeed, each side learning the other's node id (`server_id`, `client_id`).
+async fn handshake_succeeds(
+    server: NodeTls,
+    server_name: &str,
+    server_id: stave_net::NodeId,
+    client: &NodeTls,
+    client_id: stave_net::NodeId,
+) {
+    let (address, serving) = serve_one(server).await;
+    let socket = TcpStream::connect(address).await.expect("connects");
+    let (_, peer) = timeout(LIMIT, client.connect(server_name, socket))
+        .await
+        .expect("in time")
+        .expect("handshake");
+    assert_eq!(peer, server_id);
+    let seen = timeout(LIMIT, serving)
+        .await
+        .expect("in time")
+        .expect("task");
+    assert_eq!(seen.expect("accepted"), client_id);
+}
+
 #[tokio::test]
 async fn nodes_of_one_chain_exchange_frames_and_learn_each_others_ids() {
     let ca = ChainCa::generate("stave test chain").expect("ca");
@@ -187,20 +210,14 @@ async fn a_ca_and_identities_saved_as_pem_work_as_the_originals() {
     let server = NodeIdentity::from_pem("node0.stave", &cert, &key).expect("reloads");
     let trusted = stave_net::tls::ca_certificate_from_pem(&ca_pem).expect("ca cert");
     let allowed: HashSet<_> = [server.node_id().expect("id"), late.node_id().expect("id")].into();
-    let (address, serving) =
-        serve_one(NodeTls::new(&trusted, &server, allowed.clone()).expect("tls")).await;
-    let client = NodeTls::new(&trusted, &late, allowed).expect("tls");
-    let socket = TcpStream::connect(address).await.expect("connects");
-    let (_, peer) = timeout(LIMIT, client.connect("node0.stave", socket))
-        .await
-        .expect("in time")
-        .expect("handshake");
-    assert_eq!(peer, server.node_id().expect("id"));
-    let seen = timeout(LIMIT, serving)
-        .await
-        .expect("in time")
-        .expect("task");
-    assert_eq!(seen.expect("accepted"), late.node_id().expect("id"));
+    handshake_succeeds(
+        NodeTls::new(&trusted, &server, allowed.clone()).expect("tls"),
+        "node0.stave",
+        server.node_id().expect("id"),
+        &NodeTls::new(&trusted, &late, allowed).expect("tls"),
+        late.node_id().expect("id"),
+    )
+    .await;
 }
 
 #[test]
@@ -281,17 +298,13 @@ async fn nodes_with_ed25519_certificates_complete_mutual_tls_both_ways() {
         (&a, "node0.stave", &c),
         (&c, "node2.stave", &b),
     ] {
-        let (address, serving) = serve_one(tls(server)).await;
-        let socket = TcpStream::connect(address).await.expect("connects");
-        let (_, peer) = timeout(LIMIT, tls(client).connect(server_name, socket))
-            .await
-            .expect("in time")
-            .expect("handshake");
-        assert_eq!(peer, server.node_id().expect("id"));
-        let seen = timeout(LIMIT, serving)
-            .await
-            .expect("in time")
-            .expect("task");
-        assert_eq!(seen.expect("accepted"), client.node_id().expect("id"));
+        handshake_succeeds(
+            tls(server),
+            server_name,
+            server.node_id().expect("id"),
+            &tls(client),
+            client.node_id().expect("id"),
+        )
+        .await;
     }
 }

@@ -35,6 +35,8 @@ use super::{
 
 /// Chain id of `stave node --dev` and `stave testnet`, as Hardhat and Anvil.
 pub const DEV_CHAIN_ID: u64 = 1337;
+/// How long the node's async tasks get to finish once it has stopped.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// How many mnemonic accounts the dev chain funds.
 const DEV_ACCOUNTS: u32 = 10;
 
@@ -216,7 +218,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     );
     let handle = runtime.handle().clone();
 
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let (heads, _) = broadcast::channel(1_024);
         let p2p = match &config.p2p {
             Some(p2p_config) => {
@@ -332,7 +334,11 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         let (head, hash) = view.head()?;
         println!("stopped at block {head} ({hash})");
         produced
-    })
+    });
+    // Tasks that never end on their own (a validator's engine keeps the network busy)
+    // must not hold up the exit; everything committed is already durable.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    result
 }
 
 /// When the producer makes a block.
