@@ -1,7 +1,8 @@
 //! Validators as real `stave node` processes, set up by `stave testnet init`: four agree
 //! on one chain under a transfer load sent to all of them; one SIGKILLed, the other three
 //! keep finalizing, and restarted it catches up to the same chain; a node started from
-//! another genesis never joins; `stave testnet run` starts and stops a whole network.
+//! another genesis, or holding a certificate from another CA, never joins; `stave testnet
+//! run` starts and stops a whole network.
 
 mod support;
 
@@ -220,6 +221,35 @@ fn a_validator_started_from_another_genesis_never_joins() {
         0,
         "a node of another genesis imported blocks"
     );
+}
+
+#[test]
+fn a_validator_whose_certificate_comes_from_another_ca_never_joins() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let testnet = Testnet::init(root.path(), 4);
+    // Validator 3 keeps its consensus key, but its certificate for that key is issued by
+    // a CA the others do not trust: their TLS handshakes refuse it.
+    let node3 = root.path().join("node3");
+    let seed = stave_consensus::keys::parse_seed(
+        &std::fs::read_to_string(node3.join("consensus.key")).expect("key"),
+    )
+    .expect("seed");
+    let rogue = stave_net::ChainCa::generate("another chain")
+        .expect("ca")
+        .issue_for_key("node3.stave", &seed)
+        .expect("certificate");
+    let (cert, key) = rogue.to_pem();
+    std::fs::write(node3.join("node.pem"), cert).expect("writes");
+    std::fs::write(node3.join("node.key"), key).expect("writes");
+
+    let nodes: Vec<Node> = (0..4).map(|i| testnet.launch(i)).collect();
+    let hashes = send_transfers(&nodes[0], &account(0), 0, 5);
+    wait_for(
+        "the three trusted validators to finalize",
+        Duration::from_secs(120),
+        || nodes[..3].iter().all(|node| included(node, &hashes)) && nodes[0].head() >= 3,
+    );
+    assert_eq!(nodes[3].head(), 0, "a node from another CA imported blocks");
 }
 
 #[test]
