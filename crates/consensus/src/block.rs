@@ -8,7 +8,7 @@ use bytes::{Buf, BufMut};
 use commonware_codec::{EncodeSize, Error as CodecError, Read, Write};
 use commonware_consensus::{Block, BoundedBlock, Heightable, types::Height};
 use commonware_cryptography::{Digestible, sha256::Digest};
-use stave_primitives::{Header, SealedBlock};
+use stave_primitives::{ChainSpec, Header, SealedBlock};
 
 /// Largest encoded block a peer may send (the network's frame limit, DESIGN.md §3.3).
 pub const MAX_BLOCK_BYTES: usize = 32 << 20;
@@ -44,6 +44,17 @@ impl ConsensusBlock {
             hash: block.hash(),
             bytes,
         }))
+    }
+
+    /// Block 0 of the chain `spec` describes, with its (empty) wire body.
+    pub fn genesis(spec: &ChainSpec) -> Self {
+        let (block, _) = stave_node::genesis(spec);
+        let body = stave_codec::encode_transactions(&[])
+            .expect("an empty transaction list always encodes");
+        Self::new(
+            &block,
+            stave_codec::encode_block_parts(block.header(), &body),
+        )
     }
 
     /// Decodes a block received from a peer, checking its body against the header's

@@ -53,8 +53,8 @@ pub struct ValidatorConfig {
     pub network: stave_net::Network,
     /// Directory for the engine's own journals (votes, finalized block archive).
     pub storage: PathBuf,
-    /// Chain-specific namespace (derived from the genesis hash), so nodes of different
-    /// chains do not accept each other's votes.
+    /// Chain-specific namespace (a node derives it from the genesis hash, the chain id and
+    /// the validator set), so nodes of different chains do not accept each other's votes.
     pub namespace: Vec<u8>,
     /// The chain's block 0.
     pub genesis: ConsensusBlock,
@@ -78,25 +78,14 @@ fn archive<C>(name: &str, page_cache: CacheRef, codec_config: C) -> prunable::Co
     }
 }
 
-/// The engine's side of a chain: what Simplex asks to propose and verify blocks, and what
-/// marshal reports finalized blocks to. [`StaveApp`](crate::StaveApp) is the one a node runs; tests wrap
-/// it (a proposer that forges blocks, say) to check what the other validators do.
-pub trait ChainApplication:
-    Application<
-        tokio::Context,
-        SigningScheme = Scheme,
-        Context = Context<Digest, ed25519::PublicKey>,
-        Block = ConsensusBlock,
-        Input = (),
-    > + Reporter<Activity = Update<ConsensusBlock>>
-    + Clone
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<A> ChainApplication for A where
+/// Runs a validator until its runtime stops: blocks come to `app` to propose, verify and
+/// commit. A node passes its [`StaveApp`](crate::StaveApp); tests wrap it (a proposer that
+/// forges blocks, say) to check what the other validators do. Blocks the calling thread
+/// (commonware's runtime runs on it; the network keeps running on its own). Panics if
+/// the configuration cannot work: this node's key not a validator's, the network's
+/// certificate not holding `key`, or its frames too small.
+pub fn run_validator<A>(config: ValidatorConfig, app: A)
+where
     A: Application<
             tokio::Context,
             SigningScheme = Scheme,
@@ -107,15 +96,8 @@ impl<A> ChainApplication for A where
         + Clone
         + Send
         + Sync
-        + 'static
+        + 'static,
 {
-}
-
-/// Runs a validator until its runtime stops: blocks come to `app` (a node's
-/// [`StaveApp`](crate::StaveApp)) to propose, verify and commit. Blocks the calling thread (commonware's runtime runs on it; the network keeps
-/// running on its own). Panics if the configuration cannot work: this node's key not a
-/// validator's, the network's certificate not holding `key`, or its frames too small.
-pub fn run_validator(config: ValidatorConfig, app: impl ChainApplication) {
     let runner = tokio::Runner::new(tokio::Config::new().with_storage_directory(&config.storage));
     runner.start(|context| async move {
         let public = config.key.public_key();

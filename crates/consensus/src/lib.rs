@@ -20,5 +20,5 @@ pub mod transport;
 
 pub use application::{ChainActor, StaveApp, chain_actor};
 pub use block::ConsensusBlock;
-pub use engine::{ChainApplication, ValidatorConfig, run_validator};
+pub use engine::{ValidatorConfig, run_validator};
 pub use transport::{ConsensusNet, TransportError, validator_node_id};

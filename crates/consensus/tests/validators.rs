@@ -120,15 +120,6 @@ fn transfer(sender: u64, nonce: u64) -> Vec<u8> {
     signer.sign_tx(tx).encoded()
 }
 
-fn genesis_block(spec: &ChainSpec) -> ConsensusBlock {
-    let (block, _) = genesis(spec);
-    let body = stave_codec::encode_transactions(&[]).expect("encodes");
-    ConsensusBlock::new(
-        &block,
-        stave_codec::encode_block_parts(block.header(), &body),
-    )
-}
-
 /// A fresh data dir, the chain, the four validators' keys and the networks' runtime
 /// (like a node's: not the one the engines run on).
 fn setup() -> (
@@ -247,7 +238,7 @@ fn start(
         network,
         storage: data.join("consensus"),
         namespace: [b"stave-test-".as_slice(), genesis(spec).0.hash().as_slice()].concat(),
-        genesis: genesis_block(spec),
+        genesis: ConsensusBlock::genesis(spec),
         leader_timeout: Duration::from_secs(1),
     };
     std::thread::spawn(move || match forged {

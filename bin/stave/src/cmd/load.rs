@@ -49,10 +49,7 @@ use stave_sdk::{
 };
 use tokio::{sync::Semaphore, task::JoinSet};
 
-use super::keys::DEV_MNEMONIC;
-
-/// Chain id of `stave node --dev`: what the default funder expects.
-const DEV_CHAIN_ID: u64 = 1337;
+use super::{keys::DEV_MNEMONIC, node::DEV_CHAIN_ID};
 
 /// Most transactions in one JSON-RPC batch: half the node's limit of 1,000 calls, so
 /// batches pipeline over the connections instead of one batch holding the pool's lock

@@ -33,8 +33,9 @@ use super::{
     validator::{self, ConsensusConfig, ValidatorParts},
 };
 
-/// Chain id of `stave node --dev` and `stave testnet`, as Hardhat and Anvil.
-pub const DEV_CHAIN_ID: u64 = 1337;
+/// Chain id of `stave node --dev` and `stave testnet`, as Hardhat and Anvil; what
+/// `stave load`'s default funder expects.
+pub(super) const DEV_CHAIN_ID: u64 = 1337;
 /// How long the node's async tasks get to finish once it has stopped.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// How many mnemonic accounts the dev chain funds.
@@ -259,11 +260,9 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         // an error: it waits on the engine) or the producer/follower loop (which ends at
         // `stop`). `p2p` outlives it in this scope, so gossip keeps running.
         let validating = config.consensus.is_some();
-        let p2p_kept;
-        let producing = match (&config.consensus, p2p) {
+        let (producing, p2p_kept) = match (&config.consensus, p2p) {
             (Some(consensus), Some(p2p)) => {
-                p2p_kept = Some(p2p);
-                validator::start(
+                let actor = validator::start(
                     consensus,
                     ValidatorParts {
                         spec: &spec,
@@ -271,17 +270,17 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
                         datadir: &datadir,
                         producer,
                         pool,
-                        p2p: p2p_kept.as_ref().context("p2p is set")?,
+                        p2p: &p2p,
                         heads,
                         idle_wait: block_time,
                     },
                     done_tx,
-                )?
+                )?;
+                (actor, Some(p2p))
             }
             (_, p2p) => {
-                p2p_kept = None;
                 let stop = stop.clone();
-                std::thread::Builder::new()
+                let producer = std::thread::Builder::new()
                     .name("block-producer".into())
                     .spawn(move || {
                         let result = match p2p {
@@ -307,7 +306,8 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
                         let _ = done_tx.send(());
                         result
                     })
-                    .context("starting the block producer")?
+                    .context("starting the block producer")?;
+                (producer, None)
             }
         };
         let mut terminate =

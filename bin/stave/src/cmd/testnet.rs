@@ -15,6 +15,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use stave_consensus::keys;
 use stave_net::ChainCa;
+use stave_primitives::B256;
 
 use super::{
     keys::{create_dir, write_new},
@@ -81,24 +82,25 @@ struct Member {
     metrics: SocketAddr,
     p2p: SocketAddr,
     seed: [u8; 32],
+    /// The public key the genesis names it by.
+    validator: B256,
 }
 
 fn init(args: &InitArgs) -> anyhow::Result<()> {
     let members = (0..args.nodes)
         .map(|i| {
+            let seed: [u8; 32] = rand::random();
             Ok(Member {
                 name: format!("node{i}.stave"),
                 rpc: SocketAddr::new(args.host, port(args.rpc_port, i, "RPC")?),
                 metrics: SocketAddr::new(args.host, port(args.metrics_port, i, "metrics")?),
                 p2p: SocketAddr::new(args.host, port(args.p2p_port, i, "P2P")?),
-                seed: rand::random(),
+                seed,
+                validator: keys::public_key_bytes(&keys::private_key(&seed)),
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let validators = members
-        .iter()
-        .map(|member| keys::public_key_bytes(&keys::private_key(&member.seed)))
-        .collect();
+    let validators = members.iter().map(|member| member.validator).collect();
     let (spec, _) = dev_spec()?;
     let spec = spec.with_validators(validators)?;
 
@@ -162,7 +164,7 @@ fn init(args: &InitArgs) -> anyhow::Result<()> {
                 "node": i,
                 "config": dir.join("config.toml"),
                 "rpc": format!("http://{}", member.rpc),
-                "validator": format!("{}", keys::public_key_bytes(&keys::private_key(&member.seed))),
+                "validator": member.validator,
             })
         );
     }

@@ -62,8 +62,7 @@ pub struct ValidatorParts<'a> {
 /// id (which no header carries) and the validator set, so nodes of another chain (or the
 /// same genesis state under another chain id or validator set) accept none of each
 /// other's votes.
-fn namespace(spec: &ChainSpec) -> Vec<u8> {
-    let (genesis, _) = stave_node::genesis(spec);
+fn namespace(spec: &ChainSpec, genesis: &ConsensusBlock) -> Vec<u8> {
     let validators: Vec<u8> = spec.validators().iter().flat_map(|key| key.0).collect();
     [
         b"stave-".as_slice(),
@@ -72,16 +71,6 @@ fn namespace(spec: &ChainSpec) -> Vec<u8> {
         keccak256(&validators).as_slice(),
     ]
     .concat()
-}
-
-/// Block 0 as the engine carries it.
-fn genesis_block(spec: &ChainSpec) -> anyhow::Result<ConsensusBlock> {
-    let (block, _) = stave_node::genesis(spec);
-    let body = stave_codec::encode_transactions(&[]).context("encoding the genesis body")?;
-    Ok(ConsensusBlock::new(
-        &block,
-        stave_codec::encode_block_parts(block.header(), &body),
-    ))
 }
 
 /// Starts this validator: checks its key against the genesis and the `[p2p]`
@@ -140,6 +129,7 @@ pub fn start(
         leader_timeout.as_millis(),
         idle_wait.as_millis()
     );
+    let genesis = ConsensusBlock::genesis(spec);
     let validator = ValidatorConfig {
         key,
         validators,
@@ -148,8 +138,8 @@ pub fn start(
             .storage
             .as_ref()
             .map_or_else(|| datadir.join("consensus"), |dir| base.join(dir)),
-        namespace: namespace(spec),
-        genesis: genesis_block(spec)?,
+        namespace: namespace(spec, &genesis),
+        genesis,
         leader_timeout,
     };
 
@@ -195,16 +185,17 @@ mod tests {
         let two = spec
             .with_validators(vec![B256::repeat_byte(1), B256::repeat_byte(2)])
             .expect("valid");
-        assert_ne!(namespace(&one), namespace(&two));
-        assert_eq!(namespace(&one), namespace(&one.clone()));
+        let of = |spec: &ChainSpec| namespace(spec, &ConsensusBlock::genesis(spec));
+        assert_ne!(of(&one), of(&two));
+        assert_eq!(of(&one), of(&one.clone()));
         // The genesis header has no chain id: the namespace must carry it.
         let other_chain = ChainSpec::dev(6, 1)
             .with_validators(vec![B256::repeat_byte(1)])
             .expect("valid");
         assert_eq!(
-            stave_node::genesis(&other_chain).0.hash(),
-            stave_node::genesis(&one).0.hash()
+            ConsensusBlock::genesis(&other_chain).hash(),
+            ConsensusBlock::genesis(&one).hash()
         );
-        assert_ne!(namespace(&one), namespace(&other_chain));
+        assert_ne!(of(&one), of(&other_chain));
     }
 }
