@@ -225,7 +225,8 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
     /// Answers requests until every [`StaveApp`] handle is dropped; stops at the first
     /// block that cannot be committed (the node must not go on without it).
     pub fn run(mut self) -> Result<(), ImportError> {
-        while let Ok(request) = self.requests.recv() {
+        let mut queued = None;
+        while let Some(request) = queued.take().or_else(|| self.requests.recv().ok()) {
             match request {
                 Request::Propose {
                     ancestors,
@@ -250,8 +251,30 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                     let _ = reply.send(verdict.is_ok());
                 }
                 Request::Finalized { block, ack } => {
-                    self.finalize(&block)?;
-                    ack.acknowledge();
+                    if let Some(executed) = self.speculative.remove(&block.hash()) {
+                        let produced = self.producer.commit_final(executed)?;
+                        self.committed(&produced);
+                        ack.acknowledge();
+                        continue;
+                    }
+                    // A block this node never executed: it is catching up, and marshal
+                    // hands over several without waiting for acks. Those already queued
+                    // go through the pipeline as one stream.
+                    let mut run = vec![(block, ack)];
+                    while let Ok(request) = self.requests.try_recv() {
+                        match request {
+                            Request::Finalized { block, ack }
+                                if !self.speculative.contains_key(&block.hash()) =>
+                            {
+                                run.push((block, ack));
+                            }
+                            other => {
+                                queued = Some(other);
+                                break;
+                            }
+                        }
+                    }
+                    self.follow(run)?;
                 }
             }
         }
@@ -323,24 +346,53 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         self.execute_ancestors(&chain).map(|_| ())
     }
 
-    fn finalize(&mut self, block: &ConsensusBlock) -> Result<(), ImportError> {
-        let (head, _) = self.producer.head()?;
-        if block.number() <= head {
-            // Redelivered after a restart: already committed.
-            return Ok(());
+    /// Imports consecutive finalized blocks this node never executed through the whole
+    /// pipeline, acknowledging each once it is committed (or was already, after a restart).
+    fn follow(&mut self, run: Vec<(ConsensusBlock, Exact)>) -> Result<(), ImportError> {
+        let (head_number, _) = self.producer.head()?;
+        let (stored, run): (Vec<_>, Vec<_>) = run
+            .into_iter()
+            .partition(|(block, _)| block.number() <= head_number);
+        for (_, ack) in stored {
+            ack.acknowledge();
         }
-        let produced = match self.speculative.remove(&block.hash()) {
-            Some(executed) => self.producer.commit_final(executed)?,
-            None => match self.producer.follow(block.bytes())? {
-                Some(produced) => produced,
-                None => return Ok(()),
-            },
-        };
+        let (blocks, acks): (Vec<ConsensusBlock>, Vec<Exact>) = run.into_iter().unzip();
+        // Every block is above the head, so each is new and reaches the callback in order.
+        let mut acks = acks.into_iter();
+        let Self {
+            producer,
+            head,
+            on_commit,
+            ..
+        } = self;
+        let mut last = None;
+        let result = producer.follow_stream(blocks.iter().map(ConsensusBlock::bytes), |produced| {
+            let number = produced.block.number();
+            head.store(number, Ordering::Release);
+            on_commit(&produced);
+            if let Some(ack) = acks.next() {
+                ack.acknowledge();
+            }
+            last = Some(number);
+        });
+        if let Some(number) = last {
+            self.forget_up_to(number);
+        }
+        result
+    }
+
+    /// Publishes a committed block and forgets the speculative blocks it settles.
+    fn committed(&mut self, produced: &Produced) {
         let number = produced.block.number();
+        self.head.store(number, Ordering::Release);
+        (self.on_commit)(produced);
+        self.forget_up_to(number);
+    }
+
+    /// Drops the speculative blocks at or below `number` (the head): they can no longer
+    /// be finalized.
+    fn forget_up_to(&mut self, number: u64) {
         self.speculative
             .retain(|_, executed| executed.prepared.block.number() > number);
-        self.head.store(number, Ordering::Release);
-        (self.on_commit)(&produced);
-        Ok(())
     }
 }

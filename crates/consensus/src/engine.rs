@@ -40,6 +40,10 @@ const BACKFILL: u64 = 4;
 
 const MAILBOX: NonZeroUsize = NZUsize!(1024);
 const IO_BUFFER: NonZeroUsize = NZUsize!(1 << 20);
+/// Finalized blocks marshal hands to the chain before the first is acknowledged: a node
+/// catching up gets them as a run its import pipeline overlaps (decode and verify of one
+/// block beside the execution and commit of the one before).
+const MAX_PENDING_ACKS: NonZeroUsize = NZUsize!(16);
 
 /// One validator's keys, network and storage.
 pub struct ValidatorConfig {
@@ -194,7 +198,7 @@ where
                 value_write_buffer: IO_BUFFER,
                 block_codec_config: (),
                 max_repair: NZUsize!(64),
-                max_pending_acks: NZUsize!(1),
+                max_pending_acks: MAX_PENDING_ACKS,
                 strategy: Sequential,
             },
         )

@@ -577,7 +577,7 @@ impl<'s> Chain<'s> {
         &mut self,
         blocks: impl IntoIterator<Item = &'b [u8]>,
         prefetcher: Option<&Prefetcher>,
-        mut on_block: impl FnMut(&Imported),
+        mut on_block: impl FnMut(Imported),
     ) -> Result<(), ImportError> {
         let mut blocks = blocks.into_iter();
         let Some(first) = blocks.next() else {
@@ -585,7 +585,7 @@ impl<'s> Chain<'s> {
         };
         if !self.parallel() {
             for bytes in std::iter::once(first).chain(blocks) {
-                on_block(&self.import(bytes)?);
+                on_block(self.import(bytes)?);
             }
             return Ok(());
         }
@@ -625,7 +625,7 @@ impl<'s> Chain<'s> {
                     ahead.map(|handle| handle.join()),
                 )
             });
-            on_block(&applied?);
+            on_block(applied?);
             match received {
                 None => return Ok(()),
                 Some(Ok(received)) => pending = received?,

@@ -156,7 +156,7 @@ impl<'s> BlockProducer<'s> {
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             flushed.and(prepared)
         })?;
-        self.settle(&included, prepared.block.number());
+        settle(&self.pool, &self.view, &included, prepared.block.number());
         Ok(Produced {
             block: prepared.block,
             receipts: prepared.receipts,
@@ -192,7 +192,7 @@ impl<'s> BlockProducer<'s> {
     pub fn commit_final(&mut self, block: SpeculativeBlock) -> Result<Produced, ImportError> {
         let (prepared, included) = self.chain.commit_speculative(block)?;
         self.chain.flush()?;
-        self.settle(&included, prepared.block.number());
+        settle(&self.pool, &self.view, &included, prepared.block.number());
         Ok(Produced {
             block: prepared.block,
             receipts: prepared.receipts,
@@ -240,29 +240,46 @@ impl<'s> BlockProducer<'s> {
     /// Imports a block another node produced, through the whole import pipeline, and
     /// removes its transactions from the pool. `None` for a block already stored.
     pub fn follow(&mut self, bytes: &[u8]) -> Result<Option<Produced>, ImportError> {
-        let imported = self.chain.import(bytes)?;
-        if !imported.new {
-            return Ok(None);
-        }
-        self.settle(&imported.recovered, imported.number);
-        Ok(Some(Produced {
-            block: imported.block,
-            receipts: imported.receipts,
-            dropped: 0,
-        }))
+        let mut produced = None;
+        self.follow_stream([bytes], |block| produced = Some(block))?;
+        Ok(produced)
+    }
+
+    /// [`BlockProducer::follow`] for consecutive blocks (a node catching up): block N+1
+    /// decodes and verifies while block N executes and commits. `on_block` sees each new
+    /// block once it is committed; blocks already stored are skipped. Stops at the first
+    /// error, with every block before it committed.
+    pub fn follow_stream<'b>(
+        &mut self,
+        blocks: impl IntoIterator<Item = &'b [u8]>,
+        mut on_block: impl FnMut(Produced),
+    ) -> Result<(), ImportError> {
+        let Self {
+            chain, view, pool, ..
+        } = self;
+        chain.import_stream(blocks, None, |imported| {
+            if imported.new {
+                settle(pool, view, &imported.recovered, imported.number);
+                on_block(Produced {
+                    block: imported.block,
+                    receipts: imported.receipts,
+                    dropped: 0,
+                });
+            }
+        })
     }
 
     /// The head this producer builds on.
     pub fn head(&self) -> Result<(u64, B256), ImportError> {
         self.chain.head()
     }
+}
 
-    /// Brings the pool up to date after block `number` included `included`.
-    fn settle(&self, included: &[RecoveredTx], number: u64) {
-        if let Err(error) = self.pool.on_block(included, &self.view.layers.latest()) {
-            tracing::warn!(%error, "txpool could not read state after a block");
-        }
-        metrics::counter!("stave_transactions_total").increment(included.len() as u64);
-        metrics::gauge!("stave_head").set(number as f64);
+/// Brings `pool` up to date after block `number` included `included`.
+fn settle(pool: &TxPool, view: &ChainView<'_>, included: &[RecoveredTx], number: u64) {
+    if let Err(error) = pool.on_block(included, &view.layers.latest()) {
+        tracing::warn!(%error, "txpool could not read state after a block");
     }
+    metrics::counter!("stave_transactions_total").increment(included.len() as u64);
+    metrics::gauge!("stave_head").set(number as f64);
 }

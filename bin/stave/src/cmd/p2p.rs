@@ -235,8 +235,8 @@ pub fn follow_blocks(
     Ok(())
 }
 
-/// Imports `blocks` in order; on a refused block, charges the peer that sent it and
-/// returns false.
+/// Imports `blocks` in order, overlapping their stages; on a refused block, charges the
+/// peer that sent it and returns false.
 fn import_all(
     producer: &mut BlockProducer<'static>,
     blocks: &[Bytes],
@@ -244,23 +244,18 @@ fn import_all(
     network: &Network,
     from: NodeId,
 ) -> bool {
-    for bytes in blocks {
-        match producer.follow(bytes) {
-            Ok(Some(produced)) => {
-                tracing::info!(
-                    number = produced.block.number(),
-                    txs = produced.block.transactions().len(),
-                    "block imported"
-                );
-                let _ = heads.send(Arc::new(produced));
-            }
-            Ok(None) => {}
-            Err(error) => {
-                tracing::warn!(%error, "peer's block refused");
-                network.penalize(from, Offence::BadMessage);
-                return false;
-            }
-        }
+    let imported = producer.follow_stream(blocks.iter().map(AsRef::as_ref), |produced| {
+        tracing::info!(
+            number = produced.block.number(),
+            txs = produced.block.transactions().len(),
+            "block imported"
+        );
+        let _ = heads.send(Arc::new(produced));
+    });
+    if let Err(error) = imported {
+        tracing::warn!(%error, "peer's block refused");
+        network.penalize(from, Offence::BadMessage);
+        return false;
     }
     true
 }
