@@ -253,7 +253,12 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                 Request::Finalized { block, ack } => {
                     if let Some(executed) = self.speculative.remove(&block.hash()) {
                         let produced = self.producer.commit_final(executed)?;
-                        self.committed(&produced);
+                        committed(
+                            &mut self.speculative,
+                            &self.head,
+                            &mut self.on_commit,
+                            &produced,
+                        );
                         ack.acknowledge();
                         continue;
                     }
@@ -361,38 +366,30 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         let mut acks = acks.into_iter();
         let Self {
             producer,
+            speculative,
             head,
             on_commit,
             ..
         } = self;
-        let mut last = None;
-        let result = producer.follow_stream(blocks.iter().map(ConsensusBlock::bytes), |produced| {
-            let number = produced.block.number();
-            head.store(number, Ordering::Release);
-            on_commit(&produced);
+        producer.follow_stream(blocks.iter().map(ConsensusBlock::bytes), |produced| {
+            committed(speculative, head, on_commit, &produced);
             if let Some(ack) = acks.next() {
                 ack.acknowledge();
             }
-            last = Some(number);
-        });
-        if let Some(number) = last {
-            self.forget_up_to(number);
-        }
-        result
+        })
     }
+}
 
-    /// Publishes a committed block and forgets the speculative blocks it settles.
-    fn committed(&mut self, produced: &Produced) {
-        let number = produced.block.number();
-        self.head.store(number, Ordering::Release);
-        (self.on_commit)(produced);
-        self.forget_up_to(number);
-    }
-
-    /// Drops the speculative blocks at or below `number` (the head): they can no longer
-    /// be finalized.
-    fn forget_up_to(&mut self, number: u64) {
-        self.speculative
-            .retain(|_, executed| executed.prepared.block.number() > number);
-    }
+/// Publishes a committed block (the head the engine's handle reads, `on_commit`) and
+/// drops the speculative blocks at or below it: they can no longer be finalized.
+fn committed(
+    speculative: &mut HashMap<B256, SpeculativeBlock>,
+    head: &AtomicU64,
+    on_commit: &mut impl FnMut(&Produced),
+    produced: &Produced,
+) {
+    let number = produced.block.number();
+    speculative.retain(|_, executed| executed.prepared.block.number() > number);
+    head.store(number, Ordering::Release);
+    on_commit(produced);
 }

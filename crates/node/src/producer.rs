@@ -237,18 +237,11 @@ impl<'s> BlockProducer<'s> {
         Ok((prepared, included, failed.len()))
     }
 
-    /// Imports a block another node produced, through the whole import pipeline, and
-    /// removes its transactions from the pool. `None` for a block already stored.
-    pub fn follow(&mut self, bytes: &[u8]) -> Result<Option<Produced>, ImportError> {
-        let mut produced = None;
-        self.follow_stream([bytes], |block| produced = Some(block))?;
-        Ok(produced)
-    }
-
-    /// [`BlockProducer::follow`] for consecutive blocks (a node catching up): block N+1
-    /// decodes and verifies while block N executes and commits. `on_block` sees each new
-    /// block once it is committed; blocks already stored are skipped. Stops at the first
-    /// error, with every block before it committed.
+    /// Imports consecutive blocks other nodes produced through the whole import pipeline
+    /// (block N+1 decodes and verifies while block N executes and commits), and removes
+    /// their transactions from the pool. `on_block` sees each new block once it is
+    /// committed; blocks already stored are skipped. Stops at the first error, with every
+    /// block before it committed.
     pub fn follow_stream<'b>(
         &mut self,
         blocks: impl IntoIterator<Item = &'b [u8]>,

@@ -183,8 +183,13 @@ fn blocks_built_on_uncommitted_parents_commit_to_the_chain_a_plain_import_makes(
     assert_eq!(pool.status().pending, 0);
 
     // A plain import of the same bytes ends at the same head.
-    follower.follow(&bytes1).expect("imports 1");
-    follower.follow(&bytes2).expect("imports 2");
+    let mut followed = Vec::new();
+    follower
+        .follow_stream([bytes1.as_slice(), bytes2.as_slice()], |produced| {
+            followed.push(produced.block.number());
+        })
+        .expect("imports 1 and 2");
+    assert_eq!(followed, [1, 2]);
     let heads: Vec<_> = [&proposer, &validator, &follower]
         .iter()
         .map(|producer| producer.head().expect("head"))
