@@ -38,6 +38,12 @@ const RESOLVER: u64 = 2;
 const BROADCAST: u64 = 3;
 const BACKFILL: u64 = 4;
 
+/// How often a validator stuck in a view rebroadcasts its timeout vote.
+const TIMEOUT_RETRY: Duration = Duration::from_secs(10);
+/// How much longer than the certification timeout and the retry interval a leader must be
+/// silent before the views it leads are skipped without waiting.
+const SKIP_MARGIN: Duration = Duration::from_secs(5);
+
 const MAILBOX: NonZeroUsize = NZUsize!(1024);
 const IO_BUFFER: NonZeroUsize = NZUsize!(1 << 20);
 /// Finalized blocks marshal hands to the chain before the first is acknowledged: a node
@@ -210,6 +216,7 @@ where
             marshal_mailbox.clone(),
             epocher,
         );
+        let certification_timeout = config.leader_timeout * 2;
         let engine = simplex::Engine::new(
             context.child("simplex"),
             simplex::Config {
@@ -229,10 +236,17 @@ where
                 write_buffer: IO_BUFFER,
                 page_cache,
                 leader_timeout: config.leader_timeout,
-                certification_timeout: config.leader_timeout * 2,
-                timeout_retry: Duration::from_secs(10),
+                certification_timeout,
+                timeout_retry: TIMEOUT_RETRY,
                 view_retention: ViewDelta::new(10),
-                skip: simplex::SkipPolicy::Disabled,
+                // A validator that is down would cost every view it leads a full leader
+                // timeout. Once it has been silent for longer than the certification
+                // timeout and the retry interval (the engine requires both), the views it
+                // leads are nullified at once, until it is heard from again.
+                skip: simplex::SkipPolicy::Enabled {
+                    timeout: certification_timeout.max(TIMEOUT_RETRY) + SKIP_MARGIN,
+                    budget: simplex::SkipBudget::Participants,
+                },
                 fetch_timeout: NZDuration!(Duration::from_secs(1)),
                 fetch_retry_delay: Duration::from_millis(100),
                 forward: simplex::ForwardPolicy::Disabled,

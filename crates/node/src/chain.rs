@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use alloy_primitives::B256;
+use alloy_primitives::{Address, B256};
 use stave_codec::{decode_block, decode_block_serial, encode_block_parts, encode_transactions};
 use stave_exec::StateReader;
 use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor};
@@ -25,7 +25,7 @@ use stave_primitives::{
 use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, Prefetcher, SpeculativeLayer, StateLayers};
 use stave_storage::{
     KvStore, Table,
-    commit::{BlockToCommit, Committed, commit_block, flushed_height, head, header},
+    commit::{BlockToCommit, Committed, commit_block, flushed_height, head, header, senders},
 };
 use stave_verify::{SenderCache, Verifier, verify_serial};
 
@@ -96,6 +96,8 @@ pub struct PreparedBlock {
     pub body: Vec<u8>,
     /// One receipt per transaction.
     pub receipts: Vec<Receipt>,
+    /// One sender per transaction.
+    pub senders: Vec<Address>,
     /// Its state changes.
     pub diff: StateDiff,
 }
@@ -107,6 +109,7 @@ impl PreparedBlock {
             block: &self.block,
             body: &self.body,
             receipts: &self.receipts,
+            senders: &self.senders,
             diff: None,
         }
     }
@@ -237,6 +240,7 @@ impl<'s> Chain<'s> {
             block: &block,
             body: &body,
             receipts: &[],
+            senders: &[],
             diff: Some(&diff),
         };
         commit_block(store, &input, true)?;
@@ -277,14 +281,7 @@ impl<'s> Chain<'s> {
         for number in flushed + 1..=head_number {
             let bytes = self.encoded_block(number)?.ok_or(ImportError::NoGenesis)?;
             let block = decode_block(&bytes)?;
-            let recovered = self
-                .verifier
-                .get_mut()
-                .verify(block.transactions().to_vec())
-                .map_err(|source| ImportError::Verify {
-                    number,
-                    source: Box::new(source),
-                })?;
+            let recovered = self.stored_senders(&block)?;
             let outcome = self.execute(
                 &self.layers.latest(),
                 block.header(),
@@ -304,6 +301,29 @@ impl<'s> Chain<'s> {
             self.layers.push(number, block.hash(), outcome.diff)?;
         }
         Ok(())
+    }
+
+    /// A stored block's transactions with the senders recorded when it was imported;
+    /// recovered again only for blocks stored without them (data dirs from before the
+    /// `Senders` table).
+    fn stored_senders(&mut self, block: &SealedBlock) -> Result<Vec<RecoveredTx>, ImportError> {
+        let number = block.number();
+        let txs = block.transactions().to_vec();
+        match senders(self.store, number)? {
+            Some(senders) if senders.len() == txs.len() => Ok(txs
+                .into_iter()
+                .zip(senders)
+                .map(|(tx, sender)| RecoveredTx { tx, sender })
+                .collect()),
+            _ => self
+                .verifier
+                .get_mut()
+                .verify(txs)
+                .map_err(|source| ImportError::Verify {
+                    number,
+                    source: Box::new(source),
+                }),
+        }
     }
 
     /// The store the chain lives in.
@@ -418,11 +438,11 @@ impl<'s> Chain<'s> {
             self.execute(&state, &header, txs, Mode::Build)
         });
         let outcome = outcome?;
-        let transactions: Vec<_> = outcome
+        let (transactions, senders) = outcome
             .included
             .iter()
-            .map(|&i| txs[i].tx.clone())
-            .collect();
+            .map(|&i| (txs[i].tx.clone(), txs[i].sender))
+            .unzip();
         header.gas_used = outcome.gas_used;
         header.receipts_root = receipts_root(&outcome.receipts);
         header.state_root = state_root(parent.state_root, &outcome.diff);
@@ -436,6 +456,7 @@ impl<'s> Chain<'s> {
             block: block.seal(),
             body,
             receipts: outcome.receipts,
+            senders,
             diff: outcome.diff,
         })
     }
@@ -487,6 +508,7 @@ impl<'s> Chain<'s> {
                 block,
                 body,
                 receipts: outcome.receipts,
+                senders: recovered.iter().map(|tx| tx.sender).collect(),
                 diff: outcome.diff,
             },
             recovered,
@@ -758,10 +780,12 @@ impl<'s> Chain<'s> {
         let (committed, elapsed) = stage("commit", number, || {
             // Decoding accepted only the canonical encoding, so this is the body as received.
             let body = encode_transactions(block.transactions())?;
+            let senders: Vec<Address> = recovered.iter().map(|tx| tx.sender).collect();
             let input = BlockToCommit {
                 block: &block,
                 body: &body,
                 receipts: &outcome.receipts,
+                senders: &senders,
                 diff: None,
             };
             self.commit_parts(&input, outcome.diff, flush)

@@ -6,7 +6,10 @@ use stave_exec::StateReader;
 use stave_node::{Chain, ImportError, Parallelism};
 use stave_primitives::{Address, ChainSpec, RecoveredTx, SignedTx, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder, WorkloadKind, signed_workload, workload_genesis};
-use stave_storage::{LmdbStore, commit::head};
+use stave_storage::{
+    KvStore, LmdbStore, Table, WriteBatch,
+    commit::{head, senders},
+};
 
 const CHAIN_ID: u64 = 1337;
 const TOKEN: Address = Address::repeat_byte(0xe2);
@@ -110,6 +113,47 @@ fn blocks_built_on_one_node_import_on_another_to_the_same_state() {
         serial.import(block).expect("imports serially");
     }
     assert_eq!(serial.head().expect("head"), producer_head);
+}
+
+#[test]
+fn a_restart_re_executes_stored_blocks_with_the_senders_recorded_at_import() {
+    let (spec, _a, store, blocks) = produced();
+    let imported: Vec<Address> = stave_codec::decode_block(&blocks[1])
+        .expect("decodes")
+        .transactions()
+        .iter()
+        .map(|tx| tx.recover_sender().expect("recovers"))
+        .collect();
+    assert_eq!(senders(&store, 2).expect("reads"), Some(imported.clone()));
+    let rewrite = |senders: Option<Vec<Address>>| {
+        let mut batch = WriteBatch::new();
+        let key = 2u64.to_be_bytes();
+        match senders {
+            Some(senders) => batch.put(Table::Senders, key, senders.concat()),
+            None => batch.delete(Table::Senders, key),
+        }
+        store.write(batch).expect("writes");
+    };
+    // Replay trusts the stored senders (no recovery): a wrong one makes block 2 fail.
+    let mut wrong = imported.clone();
+    wrong[0] = Address::repeat_byte(0x55);
+    rewrite(Some(wrong));
+    let err = Chain::open(&store, &spec, 2)
+        .err()
+        .expect("block 2 no longer replays");
+    assert!(
+        matches!(
+            err,
+            ImportError::Execute { number: 2, .. } | ImportError::HeaderMismatch { number: 2, .. }
+        ),
+        "{err}"
+    );
+    // A data dir from before the table: the senders are recovered again.
+    rewrite(None);
+    let chain = Chain::open(&store, &spec, 2).expect("reopens");
+    assert_eq!(chain.head().expect("head").0, 3);
+    rewrite(Some(imported));
+    Chain::open(&store, &spec, 2).expect("reopens");
 }
 
 #[test]

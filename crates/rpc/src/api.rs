@@ -3,7 +3,7 @@
 use alloy_eips::{BlockId, BlockNumberOrTag};
 use alloy_primitives::{Address, B256, Bytes, U64, U256};
 use alloy_rpc_types_eth::{
-    Block, FeeHistory, Filter, Log, Transaction, TransactionReceipt, TransactionRequest,
+    Block, FeeHistory, Filter, Index, Log, Transaction, TransactionReceipt, TransactionRequest,
 };
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde_json::Value;
@@ -88,6 +88,22 @@ pub trait EthApi {
     /// A block by hash.
     #[method(name = "eth_getBlockByHash")]
     fn block_by_hash(&self, hash: B256, full: bool) -> RpcResult<Option<Block>>;
+    /// How many transactions a block by number or tag holds.
+    #[method(name = "eth_getBlockTransactionCountByNumber")]
+    fn block_tx_count_by_number(&self, number: BlockNumberOrTag) -> RpcResult<Option<U64>>;
+    /// How many transactions a block by hash holds.
+    #[method(name = "eth_getBlockTransactionCountByHash")]
+    fn block_tx_count_by_hash(&self, hash: B256) -> RpcResult<Option<U64>>;
+    /// The transaction at a position in a block by number or tag.
+    #[method(name = "eth_getTransactionByBlockNumberAndIndex")]
+    fn tx_by_number_and_index(
+        &self,
+        number: BlockNumberOrTag,
+        index: Index,
+    ) -> RpcResult<Option<Transaction>>;
+    /// The transaction at a position in a block by hash.
+    #[method(name = "eth_getTransactionByBlockHashAndIndex")]
+    fn tx_by_hash_and_index(&self, hash: B256, index: Index) -> RpcResult<Option<Transaction>>;
     /// Every receipt of a block.
     #[method(name = "eth_getBlockReceipts")]
     fn block_receipts(&self, block: BlockId) -> RpcResult<Option<Vec<TransactionReceipt>>>;

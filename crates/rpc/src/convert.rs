@@ -37,8 +37,10 @@ pub fn load_body(store: &dyn KvStore, number: u64) -> Result<Vec<SignedTx>, RpcE
     stave_codec::decode_transactions(&body_bytes(store, number)?).map_err(RpcError::internal)
 }
 
-/// Reads block `number`, recovering its senders on all cores when `senders` (otherwise
-/// every sender reads as the zero address: for callers that only need hashes and logs).
+/// Reads block `number` with its senders when `senders`: those recorded when the block
+/// was imported, or, for blocks stored before that record existed, recovered on all cores.
+/// Without `senders` every sender reads as the zero address (for callers that only need
+/// hashes and logs).
 pub fn load_block(
     store: &dyn KvStore,
     number: u64,
@@ -49,17 +51,23 @@ pub fn load_block(
     };
     let body = body_bytes(store, number)?;
     let txs = stave_codec::decode_transactions(&body).map_err(RpcError::internal)?;
-    let txs = txs
-        .into_par_iter()
-        .map(|tx| {
-            let sender = if senders {
-                tx.recover_sender().map_err(RpcError::internal)?
-            } else {
-                Address::ZERO
-            };
-            Ok((tx, sender))
-        })
-        .collect::<Result<Vec<_>, RpcError>>()?;
+    let stored = if senders {
+        commit::senders(store, number)
+            .map_err(RpcError::internal)?
+            .filter(|stored| stored.len() == txs.len())
+    } else {
+        Some(vec![Address::ZERO; txs.len()])
+    };
+    let txs = match stored {
+        Some(senders) => txs.into_iter().zip(senders).collect(),
+        None => txs
+            .into_par_iter()
+            .map(|tx| {
+                let sender = tx.recover_sender().map_err(RpcError::internal)?;
+                Ok((tx, sender))
+            })
+            .collect::<Result<Vec<_>, RpcError>>()?,
+    };
     let encoded_header = alloy_rlp::encode(&header);
     Ok(Some(StoredBlock {
         hash: alloy_primitives::keccak256(&encoded_header),

@@ -10,7 +10,7 @@ use alloy_consensus::Transaction as _;
 use alloy_eips::{BlockId, BlockNumberOrTag};
 use alloy_primitives::{Address, B256, Bloom, Bytes, TxKind, U64, U256};
 use alloy_rpc_types_eth::{
-    Block, FeeHistory, Filter, FilterBlockOption, Log, Transaction, TransactionReceipt,
+    Block, FeeHistory, Filter, FilterBlockOption, Index, Log, Transaction, TransactionReceipt,
     TransactionRequest,
 };
 use jsonrpsee::{
@@ -155,11 +155,9 @@ impl Rpc {
     /// at once, so there is no pending block).
     fn number_of(&self, block: Option<BlockId>) -> Outcome<u64> {
         match block.unwrap_or(BlockId::Number(BlockNumberOrTag::Latest)) {
-            BlockId::Hash(hash) => commit::block_number(self.0.view.store(), hash.block_hash)
-                .map_err(RpcError::internal)?
-                .ok_or_else(|| {
-                    RpcError::InvalidParams(format!("block {} not found", hash.block_hash))
-                }),
+            BlockId::Hash(hash) => self.number_by_hash(hash.block_hash)?.ok_or_else(|| {
+                RpcError::InvalidParams(format!("block {} not found", hash.block_hash))
+            }),
             BlockId::Number(tag) => self.tag_number(tag),
         }
     }
@@ -203,6 +201,39 @@ impl Rpc {
             .map_err(RpcError::internal)?
             .unwrap_or_default();
         Ok(Some(rpc_block(&block, bloom, full)))
+    }
+
+    /// The number of the stored block with this hash.
+    fn number_by_hash(&self, hash: B256) -> Outcome<Option<u64>> {
+        commit::block_number(self.0.view.store(), hash).map_err(RpcError::internal)
+    }
+
+    fn tx_count(&self, number: u64) -> Outcome<Option<U64>> {
+        if !self.visible(number)? {
+            return Ok(None);
+        }
+        let store = self.0.view.store();
+        if commit::header(store, number)
+            .map_err(RpcError::internal)?
+            .is_none()
+        {
+            return Ok(None);
+        }
+        Ok(Some(U64::from(load_body(store, number)?.len())))
+    }
+
+    /// The transaction at `index` in block `number`, with its sender and position.
+    fn tx_at(&self, number: u64, index: usize) -> Outcome<Option<Transaction>> {
+        if !self.visible(number)? {
+            return Ok(None);
+        }
+        let block = load_block(self.0.view.store(), number, true)?;
+        Ok(block.and_then(|block| {
+            block
+                .txs
+                .get(index)
+                .map(|(tx, sender)| rpc_tx(tx, *sender, Some(position(&block, index))))
+        }))
     }
 
     fn receipts(&self, number: u64) -> Outcome<Option<(StoredBlock, Vec<TransactionReceipt>)>> {
@@ -505,22 +536,12 @@ impl EthApiServer for Rpc {
         if let Some(pooled) = self.0.pool.get(&hash) {
             return Ok(Some(rpc_tx(&pooled.tx.tx, pooled.tx.sender, None)));
         }
-        let store = self.0.view.store();
-        let Some((number, index)) = commit::tx_location(store, hash).map_err(RpcError::internal)?
+        let Some((number, index)) =
+            commit::tx_location(self.0.view.store(), hash).map_err(RpcError::internal)?
         else {
             return Ok(None);
         };
-        if !self.visible(number)? {
-            return Ok(None);
-        }
-        let block = load_block(store, number, true)?;
-        Ok(block.and_then(|block| {
-            let index = index as usize;
-            block
-                .txs
-                .get(index)
-                .map(|(tx, sender)| rpc_tx(tx, *sender, Some(position(&block, index))))
-        }))
+        Ok(self.tx_at(number, index as usize)?)
     }
 
     fn transaction_receipt(&self, hash: B256) -> RpcResult<Option<TransactionReceipt>> {
@@ -542,9 +563,36 @@ impl EthApiServer for Rpc {
     }
 
     fn block_by_hash(&self, hash: B256, full: bool) -> RpcResult<Option<Block>> {
-        let store = self.0.view.store();
-        match commit::block_number(store, hash).map_err(RpcError::internal)? {
+        match self.number_by_hash(hash)? {
             Some(number) => Ok(self.block(number, full)?),
+            None => Ok(None),
+        }
+    }
+
+    fn block_tx_count_by_number(&self, number: BlockNumberOrTag) -> RpcResult<Option<U64>> {
+        let number = self.tag_number(number)?;
+        Ok(self.tx_count(number)?)
+    }
+
+    fn block_tx_count_by_hash(&self, hash: B256) -> RpcResult<Option<U64>> {
+        match self.number_by_hash(hash)? {
+            Some(number) => Ok(self.tx_count(number)?),
+            None => Ok(None),
+        }
+    }
+
+    fn tx_by_number_and_index(
+        &self,
+        number: BlockNumberOrTag,
+        index: Index,
+    ) -> RpcResult<Option<Transaction>> {
+        let number = self.tag_number(number)?;
+        Ok(self.tx_at(number, index.into())?)
+    }
+
+    fn tx_by_hash_and_index(&self, hash: B256, index: Index) -> RpcResult<Option<Transaction>> {
+        match self.number_by_hash(hash)? {
+            Some(number) => Ok(self.tx_at(number, index.into())?),
             None => Ok(None),
         }
     }
@@ -558,8 +606,8 @@ impl EthApiServer for Rpc {
         let store = self.0.view.store();
         let (from, to) = match filter.block_option {
             FilterBlockOption::AtBlockHash(hash) => {
-                let number = commit::block_number(store, hash)
-                    .map_err(RpcError::internal)?
+                let number = self
+                    .number_by_hash(hash)?
                     .ok_or_else(|| RpcError::InvalidParams(format!("block {hash} not found")))?;
                 (number, number)
             }

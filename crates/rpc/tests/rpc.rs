@@ -41,6 +41,7 @@ async fn serve(
     BlockProducer<'static>,
     Arc<TxPool>,
     Arc<stave_state::StateLayers<'static>>,
+    &'static LmdbStore,
 ) {
     let store: &'static LmdbStore =
         Box::leak(Box::new(LmdbStore::open(dir, 256 << 20).expect("opens")));
@@ -68,7 +69,7 @@ async fn serve(
     })
     .await
     .expect("starts");
-    (addr, server, producer, pool, layers)
+    (addr, server, producer, pool, layers, store)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,7 +80,7 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
         max_logs: 3,
         ..RpcConfig::default()
     };
-    let (addr, _server, mut producer, pool, layers) = serve(dir.path(), config).await;
+    let (addr, _server, mut producer, pool, layers, store) = serve(dir.path(), config).await;
     let client = HttpClientBuilder::default()
         .build(format!("http://{addr}"))
         .expect("client");
@@ -172,6 +173,86 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
     assert_eq!(history["baseFeePerGas"].as_array().expect("list").len(), 5);
     assert_eq!(history["gasUsedRatio"].as_array().expect("list").len(), 4);
     assert_eq!(history["reward"][0][0], serde_json::json!("0x1"));
+
+    // Senders: served as recorded at import, or recovered for a block stored without them
+    // (a data dir from before the record).
+    let mut batch = stave_storage::WriteBatch::new();
+    batch.delete(stave_storage::Table::Senders, 2u64.to_be_bytes());
+    stave_storage::KvStore::write(store, batch).expect("writes");
+    for number in ["0x1", "0x2"] {
+        let block: Value = client
+            .request("eth_getBlockByNumber", rpc_params![number, true])
+            .await
+            .expect("block");
+        let tx = &block["transactions"][0];
+        assert_eq!(tx["from"], serde_json::json!(sender.address()), "{number}");
+        let receipt: Value = client
+            .request("eth_getTransactionReceipt", rpc_params![tx["hash"].clone()])
+            .await
+            .expect("receipt");
+        assert_eq!(
+            receipt["from"],
+            serde_json::json!(sender.address()),
+            "{number}"
+        );
+    }
+
+    // A block's transaction count and its transactions by position, by number and by hash.
+    let block: Value = client
+        .request("eth_getBlockByNumber", rpc_params!["0x2", false])
+        .await
+        .expect("block");
+    let by_hash: Value = client
+        .request(
+            "eth_getTransactionByHash",
+            rpc_params![block["transactions"][0].clone()],
+        )
+        .await
+        .expect("tx");
+    for (count_method, tx_method, id) in [
+        (
+            "eth_getBlockTransactionCountByNumber",
+            "eth_getTransactionByBlockNumberAndIndex",
+            Value::from("0x2"),
+        ),
+        (
+            "eth_getBlockTransactionCountByHash",
+            "eth_getTransactionByBlockHashAndIndex",
+            block["hash"].clone(),
+        ),
+    ] {
+        let count: Value = client
+            .request(count_method, rpc_params![id.clone()])
+            .await
+            .expect("count");
+        assert_eq!(count, serde_json::json!("0x1"), "{count_method}");
+        let tx: Value = client
+            .request(tx_method, rpc_params![id.clone(), "0x0"])
+            .await
+            .expect("tx");
+        assert_eq!(tx, by_hash, "{tx_method}");
+        let past_the_end: Value = client
+            .request(tx_method, rpc_params![id.clone(), "0x1"])
+            .await
+            .expect("answers");
+        assert!(past_the_end.is_null(), "{tx_method}");
+    }
+    let unknown: Value = client
+        .request(
+            "eth_getBlockTransactionCountByHash",
+            rpc_params![B256::repeat_byte(3)],
+        )
+        .await
+        .expect("answers");
+    assert!(unknown.is_null());
+    let future: Value = client
+        .request(
+            "eth_getBlockTransactionCountByNumber",
+            rpc_params![format!("{:#x}", blocks + 1)],
+        )
+        .await
+        .expect("answers");
+    assert!(future.is_null());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,7 +264,7 @@ async fn a_call_past_the_evm_timeout_is_stopped_and_the_node_keeps_serving() {
         gas_cap: 1_000_000_000_000,
         ..RpcConfig::default()
     };
-    let (addr, _server, _producer, _pool, _layers) = serve(dir.path(), config).await;
+    let (addr, _server, _producer, _pool, _layers, _store) = serve(dir.path(), config).await;
     let client = HttpClientBuilder::default()
         .request_timeout(std::time::Duration::from_secs(30))
         .build(format!("http://{addr}"))

@@ -11,6 +11,7 @@
 //! - `Bodies`: number → the offset-indexed transaction list as received;
 //! - `Receipts`: number → RLP list of receipts;
 //! - `TxIndex`: tx hash → number ‖ index (u32); `Blooms`: number → logs bloom (256);
+//! - `Senders`: number → the 20-byte senders of its transactions, in block order;
 //! - `Accounts`: address → nonce (u64) ‖ balance (32) ‖ code hash (32);
 //! - `Storage`: address ‖ slot (32) → value (32), absent when zero;
 //! - `Code`: code hash → code; `Meta`: `head` → number ‖ hash, `flushed` → the number of
@@ -44,6 +45,8 @@ pub struct BlockToCommit<'a> {
     pub body: &'a [u8],
     /// One receipt per transaction.
     pub receipts: &'a [Receipt],
+    /// One sender per transaction, as the verify stage recovered them.
+    pub senders: &'a [Address],
     /// Its state changes, written with the block; `None` when the state layers keep them
     /// in memory and flush them later ([`flush_state`]).
     pub diff: Option<&'a StateDiff>,
@@ -130,6 +133,16 @@ pub fn receipts(store: &dyn KvStore, number: u64) -> Result<Option<Vec<Receipt>>
         &number.to_be_bytes(),
         |mut bytes| Vec::<Receipt>::decode(&mut bytes).ok(),
     )
+}
+
+/// The senders of block `number`'s transactions, in block order, as recovered when it was
+/// imported.
+pub fn senders(store: &dyn KvStore, number: u64) -> Result<Option<Vec<Address>>, StorageError> {
+    read(store, Table::Senders, &number.to_be_bytes(), |bytes| {
+        let (senders, rest) = bytes.as_chunks::<20>();
+        rest.is_empty()
+            .then(|| senders.iter().copied().map(Address::from).collect())
+    })
 }
 
 /// The logs bloom of block `number`: every address and topic its logs carry.
@@ -296,6 +309,7 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
         .iter()
         .fold(Bloom::ZERO, |bloom, receipt| bloom | receipt.logs_bloom);
     batch.put(Table::Blooms, number, bloom.to_vec());
+    batch.put(Table::Senders, number, input.senders.concat());
     batch.extend(tx_index);
     batch.extend(state);
     if input.diff.is_some() {

@@ -19,6 +19,9 @@ pub enum Table {
     /// Block number → logs bloom of all its receipts: the index `eth_getLogs` filters
     /// blocks with before it reads any receipt.
     Blooms,
+    /// Block number → the senders of its transactions, recovered when it was imported:
+    /// re-executing a stored block after a restart skips signature recovery.
+    Senders,
     /// Address → account.
     Accounts,
     /// Address ‖ slot → value.
@@ -31,13 +34,14 @@ pub enum Table {
 
 impl Table {
     /// Every table, in a fixed order (the order of the LMDB databases).
-    pub const ALL: [Table; 10] = [
+    pub const ALL: [Table; 11] = [
         Table::Headers,
         Table::BlockNumbers,
         Table::Bodies,
         Table::Receipts,
         Table::TxIndex,
         Table::Blooms,
+        Table::Senders,
         Table::Accounts,
         Table::Storage,
         Table::Code,
@@ -53,6 +57,7 @@ impl Table {
             Table::Receipts => "receipts",
             Table::TxIndex => "tx_index",
             Table::Blooms => "blooms",
+            Table::Senders => "senders",
             Table::Accounts => "accounts",
             Table::Storage => "storage",
             Table::Code => "code",

@@ -14,7 +14,8 @@ use stave_storage::{
     KvStore, LmdbStore, StorageError,
     commit::{
         BlockToCommit, Committed, account, block_number, commit_block, encode_block_batch,
-        flush_state, flushed_height, head, header, logs_bloom, receipts, storage, tx_location,
+        flush_state, flushed_height, head, header, logs_bloom, receipts, senders, storage,
+        tx_location,
     },
 };
 
@@ -24,6 +25,7 @@ struct Fixture {
     block: SealedBlock,
     body: Vec<u8>,
     receipts: Vec<stave_primitives::Receipt>,
+    senders: Vec<Address>,
     diff: StateDiff,
 }
 
@@ -33,6 +35,7 @@ impl Fixture {
             block: &self.block,
             body: &self.body,
             receipts: &self.receipts,
+            senders: &self.senders,
             diff: Some(&self.diff),
         }
     }
@@ -51,6 +54,7 @@ fn genesis() -> Fixture {
         block: block.seal(),
         body: encode_transactions(&[]).expect("empty"),
         receipts: vec![],
+        senders: vec![],
         diff: StateDiff::default(),
     }
 }
@@ -85,6 +89,7 @@ fn block_one(parent: B256, n: usize) -> Fixture {
         body: encode_transactions(&block.transactions).expect("encodes"),
         block: block.seal(),
         receipts: outcome.receipts,
+        senders: recovered.iter().map(|tx| tx.sender).collect(),
         diff: outcome.diff,
     }
 }
@@ -141,6 +146,12 @@ fn every_table_reads_back_what_the_block_wrote() {
         .fold(alloy_primitives::Bloom::ZERO, |all, r| all | r.logs_bloom);
     assert_eq!(logs_bloom(&store, 1).expect("reads"), Some(bloom));
     assert_eq!(logs_bloom(&store, 2).expect("reads"), None);
+    assert_eq!(
+        senders(&store, 1).expect("reads"),
+        Some(one.senders.clone())
+    );
+    assert_eq!(senders(&store, 0).expect("reads"), Some(vec![]));
+    assert_eq!(senders(&store, 2).expect("reads"), None);
     for (i, tx) in one.block.transactions().iter().enumerate() {
         assert_eq!(
             tx_location(&store, tx.hash()).expect("reads"),
@@ -205,6 +216,7 @@ fn committing_again_is_a_no_op_and_other_blocks_are_refused() {
         block: far.seal(),
         body: vec![0; 8],
         receipts: vec![],
+        senders: vec![],
         diff: StateDiff::default(),
     };
     assert!(matches!(
@@ -299,6 +311,12 @@ fn a_value_that_does_not_decode_is_reported_as_corrupt_with_its_table() {
         vec![1, 2, 3],
     );
     batch.put(stave_storage::Table::Meta, b"head".to_vec(), vec![0; 7]);
+    // Senders are 20 bytes each: 41 bytes are two and a torn third.
+    batch.put(
+        stave_storage::Table::Senders,
+        1u64.to_be_bytes().to_vec(),
+        vec![7; 41],
+    );
     store.write(batch).expect("writes");
     let err = account(&store, address).expect_err("corrupt");
     assert!(
@@ -314,5 +332,12 @@ fn a_value_that_does_not_decode_is_reported_as_corrupt_with_its_table() {
     assert!(matches!(
         head(&store),
         Err(StorageError::Corrupt { table: "meta", .. })
+    ));
+    assert!(matches!(
+        senders(&store, 1),
+        Err(StorageError::Corrupt {
+            table: "senders",
+            ..
+        })
     ));
 }
