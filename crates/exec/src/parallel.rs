@@ -18,7 +18,8 @@
 //! cost time, never correctness: with every transaction touching one hot account, the
 //! committer would re-execute nearly every one, so once most recent speculations have
 //! failed it pauses the speculators and runs transactions itself, at serial speed,
-//! probing every [`SERIAL_PROBE_INTERVAL`] transactions whether speculation pays again. A speculator may see
+//! probing now and then whether speculation pays again (after [`SERIAL_PROBE_INTERVAL`]
+//! transactions, twice as long after each probe that fails). A speculator may see
 //! the committed state change between two of its reads; that only makes its speculation
 //! fail validation.
 //!
@@ -134,10 +135,62 @@ fn all_hold(reads: &[Read], view: View<'_>) -> Result<bool, ExecError> {
     Ok(true)
 }
 
-/// Transactions the committer runs alone, speculators paused, before it tries
+/// Transactions the committer runs alone, speculators paused, before it first tries
 /// speculation again: 64, so a probe that fails (about nine wasted speculations until the
 /// tracker trips again) costs a few percent.
 const SERIAL_PROBE_INTERVAL: usize = 64;
+/// The longest serial run between probes: each probe that finds the conflicts still there
+/// doubles the run, up to this, so a block that conflicts throughout pays for a handful of
+/// probes rather than one every 64 transactions.
+const MAX_SERIAL_PROBE_INTERVAL: usize = 1024;
+/// A probe failed when the tracker trips again within this many transactions of it.
+const PROBE_VERDICT: usize = 32;
+
+/// When the committer, running alone through a conflict-heavy stretch, tries speculation
+/// again.
+struct Probes {
+    /// Serial transactions before the next probe.
+    interval: usize,
+    /// Serial transactions since the last probe (or since the conflicts began).
+    serial_run: usize,
+    /// Where speculation last resumed.
+    last_probe: Option<usize>,
+}
+
+impl Probes {
+    fn new() -> Self {
+        Self {
+            interval: SERIAL_PROBE_INTERVAL,
+            serial_run: 0,
+            last_probe: None,
+        }
+    }
+
+    /// The tracker tripped at transaction `index`: serial runs begin. Soon after a probe,
+    /// the probe failed and the next run is twice as long; otherwise a new conflict-heavy
+    /// stretch starts from the shortest run.
+    fn tripped(&mut self, index: usize) {
+        let probe_failed = self
+            .last_probe
+            .is_some_and(|probe| index - probe <= PROBE_VERDICT);
+        self.interval = if probe_failed {
+            (self.interval * 2).min(MAX_SERIAL_PROBE_INTERVAL)
+        } else {
+            SERIAL_PROBE_INTERVAL
+        };
+        self.serial_run = 0;
+    }
+
+    /// Counts one serial transaction at `index`; true when it is time to probe.
+    fn ran_serially(&mut self, index: usize) -> bool {
+        self.serial_run += 1;
+        if self.serial_run < self.interval {
+            return false;
+        }
+        self.last_probe = Some(index);
+        true
+    }
+}
 
 /// Which of the last 16 validated speculations failed, as bits (newest lowest).
 #[derive(Default)]
@@ -218,13 +271,13 @@ fn commit(
     let mut helper = Speculator::new(shared.overlay, chain_id, header);
     let mut tally = Tally::new(header, mode, shared.txs.len());
     let mut conflicts = ConflictTracker::default();
-    let mut serial_run = 0;
+    let mut probes = Probes::new();
+    let mut serial = false;
     for (index, tx) in shared.txs.iter().enumerate() {
-        let speculation = if conflicts.high() {
+        let speculation = if serial {
             // Speculation has been failing: speculators are paused and the committer runs
             // transactions itself, claiming them so speculation resumes past this point.
             shared.next.fetch_max(index + 1, Ordering::Relaxed);
-            serial_run += 1;
             lock(&shared.slots[index]).take().flatten()
         } else {
             loop {
@@ -260,12 +313,52 @@ fn commit(
             None => run_tx(&mut evm, &mut handler, tx, index)?,
         };
         tally.record(index, run, evm.ctx.db_mut())?;
-        if serial_run == SERIAL_PROBE_INTERVAL {
+        if serial && probes.ran_serially(index) {
             // Try speculation again: the conflicts may be over.
-            serial_run = 0;
             conflicts = ConflictTracker::default();
+        } else if !serial && conflicts.high() {
+            probes.tripped(index);
         }
-        shared.pause.store(conflicts.high(), Ordering::Relaxed);
+        serial = conflicts.high();
+        shared.pause.store(serial, Ordering::Relaxed);
     }
     tally.finish(evm.ctx.db_mut())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Serial transactions until the next probe, starting at `index`.
+    fn run_until_probe(probes: &mut Probes, index: &mut usize) -> usize {
+        let start = *index;
+        loop {
+            *index += 1;
+            if probes.ran_serially(*index) {
+                return *index - start;
+            }
+        }
+    }
+
+    #[test]
+    fn probes_that_fail_double_the_serial_run_up_to_the_cap_and_success_resets_it() {
+        let mut probes = Probes::new();
+        let mut index = 10;
+        probes.tripped(index);
+        let mut runs = Vec::new();
+        for _ in 0..6 {
+            runs.push(run_until_probe(&mut probes, &mut index));
+            // The tracker trips again right after the probe: it failed.
+            index += 9;
+            probes.tripped(index);
+        }
+        assert_eq!(runs, [64, 128, 256, 512, 1024, 1024]);
+        // Speculation paid for a while before the next trip: back to the shortest run.
+        index += PROBE_VERDICT + 1;
+        probes.tripped(index);
+        assert_eq!(
+            run_until_probe(&mut probes, &mut index),
+            SERIAL_PROBE_INTERVAL
+        );
+    }
 }
