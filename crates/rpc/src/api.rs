@@ -3,7 +3,8 @@
 use alloy_eips::{BlockId, BlockNumberOrTag};
 use alloy_primitives::{Address, B256, Bytes, U64, U256};
 use alloy_rpc_types_eth::{
-    Block, FeeHistory, Filter, Index, Log, Transaction, TransactionReceipt, TransactionRequest,
+    Block, FeeHistory, Filter, FilterChanges, Index, Log, Transaction, TransactionReceipt,
+    TransactionRequest,
 };
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde_json::Value;
@@ -110,6 +111,21 @@ pub trait EthApi {
     /// Logs matching a filter, from the bloom index.
     #[method(name = "eth_getLogs")]
     fn logs(&self, filter: Filter) -> RpcResult<Vec<Log>>;
+    /// Installs a log filter for `eth_getFilterChanges`: logs of blocks from the next on.
+    #[method(name = "eth_newFilter")]
+    fn new_filter(&self, filter: Filter) -> RpcResult<U256>;
+    /// Installs a filter for `eth_getFilterChanges`: hashes of blocks from the next on.
+    #[method(name = "eth_newBlockFilter")]
+    fn new_block_filter(&self) -> RpcResult<U256>;
+    /// What an installed filter matched since its last poll.
+    #[method(name = "eth_getFilterChanges")]
+    fn filter_changes(&self, id: U256) -> RpcResult<FilterChanges>;
+    /// Every log an installed log filter matches, as `eth_getLogs` with its filter.
+    #[method(name = "eth_getFilterLogs")]
+    fn filter_logs(&self, id: U256) -> RpcResult<Vec<Log>>;
+    /// Removes an installed filter; false if there was none.
+    #[method(name = "eth_uninstallFilter")]
+    fn uninstall_filter(&self, id: U256) -> RpcResult<bool>;
     /// `newHeads` or `logs` notifications.
     #[subscription(name = "eth_subscribe" => "eth_subscription", unsubscribe = "eth_unsubscribe", item = Value)]
     async fn subscribe(

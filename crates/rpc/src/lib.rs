@@ -6,11 +6,13 @@
 //! `alloy-rpc-types-eth`'s types ([`convert`]); errors carry go-ethereum's codes and
 //! messages ([`error`]). Limits ([`RpcConfig`]): localhost only unless configured,
 //! batches of at most 1,000 calls and 25 MB, a 50M gas cap and a 5 s timeout on calls,
-//! `eth_getLogs` bounded in blocks and results and served from the per-block bloom index.
+//! `eth_getLogs` bounded in blocks and results and served from the per-block bloom index;
+//! installed filters for clients that poll (`filters`).
 
 pub mod api;
 pub mod convert;
 pub mod error;
+mod filters;
 mod server;
 
 pub use error::RpcError;

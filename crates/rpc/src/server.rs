@@ -10,8 +10,8 @@ use alloy_consensus::Transaction as _;
 use alloy_eips::{BlockId, BlockNumberOrTag};
 use alloy_primitives::{Address, B256, Bloom, Bytes, TxKind, U64, U256};
 use alloy_rpc_types_eth::{
-    Block, FeeHistory, Filter, FilterBlockOption, Index, Log, Transaction, TransactionReceipt,
-    TransactionRequest,
+    Block, FeeHistory, Filter, FilterBlockOption, FilterChanges, Index, Log, Transaction,
+    TransactionReceipt, TransactionRequest,
 };
 use jsonrpsee::{
     PendingSubscriptionSink, RpcModule,
@@ -32,6 +32,7 @@ use crate::{
         rpc_receipts, rpc_tx,
     },
     error::{RpcError, revert_reason},
+    filters::{FilterKind, Filters},
 };
 
 /// How much longer than the EVM timeout a call's answer is awaited (see `Rpc::evm`).
@@ -114,7 +115,7 @@ pub async fn start(ctx: NodeContext) -> Result<(SocketAddr, ServerHandle), RpcEr
             RpcError::Internal(format!("cannot listen on {}: {error}", config.addr))
         })?;
     let addr = server.local_addr().map_err(RpcError::internal)?;
-    let rpc = Rpc(Arc::new(ctx));
+    let rpc = Rpc(Arc::new(ctx), Arc::default());
     let mut module = RpcModule::new(());
     module
         .merge(Web3ApiServer::into_rpc(rpc.clone()))
@@ -140,9 +141,10 @@ impl jsonrpsee::core::traits::IdProvider for HexIdProvider {
     }
 }
 
-/// The method implementations over a shared [`NodeContext`].
+/// The method implementations over a shared [`NodeContext`] and the server's installed
+/// filters.
 #[derive(Clone)]
-struct Rpc(Arc<NodeContext>);
+struct Rpc(Arc<NodeContext>, Arc<Filters>);
 
 type Outcome<T> = Result<T, RpcError>;
 
@@ -249,6 +251,73 @@ impl Rpc {
             .unwrap_or_default();
         let rpc = rpc_receipts(&block, &receipts);
         Ok(Some((block, rpc)))
+    }
+
+    /// The blocks a log filter covers, its `latest` (or a number past the head) at the head.
+    fn log_range(&self, filter: &Filter) -> Outcome<(u64, u64)> {
+        Ok(match filter.block_option {
+            FilterBlockOption::AtBlockHash(hash) => {
+                let number = self
+                    .number_by_hash(hash)?
+                    .ok_or_else(|| RpcError::InvalidParams(format!("block {hash} not found")))?;
+                (number, number)
+            }
+            FilterBlockOption::Range {
+                from_block,
+                to_block,
+            } => {
+                let head = self.head()?;
+                let from = self.tag_number(from_block.unwrap_or_default())?;
+                let to = self.tag_number(to_block.unwrap_or_default())?.min(head);
+                (from, to)
+            }
+        })
+    }
+
+    /// The logs `filter` matches in blocks `from..=to`, within the configured limits on
+    /// blocks scanned and logs returned.
+    fn logs_between(&self, filter: &Filter, from: u64, to: u64) -> Outcome<Vec<Log>> {
+        if from > to {
+            return Ok(Vec::new());
+        }
+        let store = self.0.view.store();
+        let limit = self.0.config.max_log_blocks;
+        if to - from >= limit {
+            return Err(RpcError::LimitExceeded(format!(
+                "query exceeds max block range {limit}. Try with this block range [{:#x}, {:#x}].",
+                from,
+                from + limit - 1
+            )));
+        }
+        let max_logs = self.0.config.max_logs;
+        let mut found = Vec::new();
+        for number in from..=to {
+            let bloom = commit::logs_bloom(store, number)
+                .map_err(RpcError::internal)?
+                .unwrap_or_default();
+            if !filter.matches_bloom(bloom) {
+                continue;
+            }
+            let Some(block) = load_block(store, number, false)? else {
+                continue;
+            };
+            let receipts = commit::receipts(store, number)
+                .map_err(RpcError::internal)?
+                .unwrap_or_default();
+            found.extend(
+                rpc_logs(&block, &receipts)
+                    .into_iter()
+                    .flatten()
+                    .filter(|log| filter.matches(&log.inner)),
+            );
+            if found.len() > max_logs {
+                let last = number.saturating_sub(1).max(from);
+                return Err(RpcError::LimitExceeded(format!(
+                    "query returned more than {max_logs} results. Try with this block range [{from:#x}, {last:#x}]."
+                )));
+            }
+        }
+        Ok(found)
     }
 
     /// Runs `work` on a blocking thread; the EVM stops at the deadline it is given (the
@@ -603,66 +672,79 @@ impl EthApiServer for Rpc {
     }
 
     fn logs(&self, filter: Filter) -> RpcResult<Vec<Log>> {
-        let store = self.0.view.store();
-        let (from, to) = match filter.block_option {
-            FilterBlockOption::AtBlockHash(hash) => {
-                let number = self
-                    .number_by_hash(hash)?
-                    .ok_or_else(|| RpcError::InvalidParams(format!("block {hash} not found")))?;
-                (number, number)
+        let (from, to) = self.log_range(&filter)?;
+        Ok(self.logs_between(&filter, from, to)?)
+    }
+
+    fn new_filter(&self, filter: Filter) -> RpcResult<U256> {
+        Ok(self
+            .1
+            .install(FilterKind::Logs(Box::new(filter)), self.head()? + 1)?)
+    }
+
+    fn new_block_filter(&self) -> RpcResult<U256> {
+        Ok(self.1.install(FilterKind::Blocks, self.head()? + 1)?)
+    }
+
+    fn filter_changes(&self, id: U256) -> RpcResult<FilterChanges> {
+        let (kind, next) = self.1.poll(id)?;
+        // At most as many blocks per poll as one eth_getLogs scans; the next poll goes on.
+        let to = self
+            .head()?
+            .min(next.saturating_add(self.0.config.max_log_blocks - 1));
+        if next > to {
+            return Ok(FilterChanges::Empty);
+        }
+        let changes = match kind {
+            FilterKind::Blocks => {
+                let store = self.0.view.store();
+                let hashes = (next..=to)
+                    .map(|number| {
+                        commit::header(store, number)
+                            .map_err(RpcError::internal)?
+                            .map(|header| header.hash_slow())
+                            .ok_or_else(|| RpcError::Internal(format!("block {number} missing")))
+                    })
+                    .collect::<Outcome<Vec<_>>>()?;
+                FilterChanges::Hashes(hashes)
             }
-            FilterBlockOption::Range {
-                from_block,
-                to_block,
-            } => {
-                let head = self.head()?;
-                let from = self.tag_number(from_block.unwrap_or_default())?;
-                let to = self.tag_number(to_block.unwrap_or_default())?.min(head);
-                (from, to)
+            FilterKind::Logs(filter) => {
+                // As in go-ethereum, a tag (`latest`, the default) bounds nothing here: the
+                // filter reports every block since its last poll; block numbers bound it.
+                let (from, last) = match filter.block_option {
+                    FilterBlockOption::AtBlockHash(_) => self.log_range(&filter)?,
+                    FilterBlockOption::Range {
+                        from_block,
+                        to_block,
+                    } => (
+                        from_block.and_then(|tag| tag.as_number()).unwrap_or(0),
+                        to_block.and_then(|tag| tag.as_number()).unwrap_or(u64::MAX),
+                    ),
+                };
+                let (from, last) = (from.max(next), last.min(to));
+                let logs = if from > last {
+                    Vec::new()
+                } else {
+                    self.logs_between(&filter, from, last)?
+                };
+                FilterChanges::Logs(logs)
             }
         };
-        if from > to {
-            return Ok(Vec::new());
-        }
-        let limit = self.0.config.max_log_blocks;
-        if to - from >= limit {
-            return Err(RpcError::LimitExceeded(format!(
-                "query exceeds max block range {limit}. Try with this block range [{:#x}, {:#x}].",
-                from,
-                from + limit - 1
-            ))
-            .into());
-        }
-        let max_logs = self.0.config.max_logs;
-        let mut found = Vec::new();
-        for number in from..=to {
-            let bloom = commit::logs_bloom(store, number)
-                .map_err(RpcError::internal)?
-                .unwrap_or_default();
-            if !filter.matches_bloom(bloom) {
-                continue;
-            }
-            let Some(block) = load_block(store, number, false)? else {
-                continue;
-            };
-            let receipts = commit::receipts(store, number)
-                .map_err(RpcError::internal)?
-                .unwrap_or_default();
-            found.extend(
-                rpc_logs(&block, &receipts)
-                    .into_iter()
-                    .flatten()
-                    .filter(|log| filter.matches(&log.inner)),
-            );
-            if found.len() > max_logs {
-                let last = number.saturating_sub(1).max(from);
-                return Err(RpcError::LimitExceeded(format!(
-                    "query returned more than {max_logs} results. Try with this block range [{from:#x}, {last:#x}]."
-                ))
-                .into());
+        self.1.advance(id, to + 1);
+        Ok(changes)
+    }
+
+    fn filter_logs(&self, id: U256) -> RpcResult<Vec<Log>> {
+        match self.1.poll(id)?.0 {
+            FilterKind::Logs(filter) => self.logs(*filter),
+            FilterKind::Blocks => {
+                Err(RpcError::InvalidParams(format!("filter {id:#x} is not a log filter")).into())
             }
         }
-        Ok(found)
+    }
+
+    fn uninstall_filter(&self, id: U256) -> RpcResult<bool> {
+        Ok(self.1.uninstall(id))
     }
 
     async fn subscribe(

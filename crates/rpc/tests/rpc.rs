@@ -253,6 +253,75 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
         .await
         .expect("answers");
     assert!(future.is_null());
+
+    // Filters, as clients polling over HTTP use them: installed now, they report only the
+    // blocks and token logs that come after, once each.
+    let logs_filter: String = client
+        .request(
+            "eth_newFilter",
+            rpc_params![serde_json::json!({"address": TOKEN})],
+        )
+        .await
+        .expect("installs");
+    let blocks_filter: String = client
+        .request("eth_newBlockFilter", rpc_params![])
+        .await
+        .expect("installs");
+    let changes = |id: String| {
+        let client = &client;
+        async move {
+            client
+                .request::<Vec<Value>, _>("eth_getFilterChanges", rpc_params![id])
+                .await
+        }
+    };
+    assert!(
+        changes(logs_filter.clone())
+            .await
+            .expect("polls")
+            .is_empty()
+    );
+    for nonce in blocks..blocks + 2 {
+        let tx = sender.sign_tx(builder.erc20_transfer(nonce, TOKEN, receiver, U256::from(1)));
+        let added = pool.add(&[tx.encoded()], &layers.latest(), DEFAULT_BASE_FEE);
+        assert!(added[0].is_ok(), "{added:?}");
+        producer.produce(nonce + 1).expect("produces");
+    }
+    let new_blocks = changes(blocks_filter.clone()).await.expect("polls");
+    let new_logs = changes(logs_filter.clone()).await.expect("polls");
+    assert_eq!(new_blocks.len(), 2);
+    assert_eq!(new_logs.len(), 2);
+    for (block_hash, log) in new_blocks.iter().zip(&new_logs) {
+        assert_eq!(&log["blockHash"], block_hash);
+    }
+    assert_eq!(hex_u64(&new_logs[1]["blockNumber"]), blocks + 2);
+    assert!(
+        changes(blocks_filter.clone())
+            .await
+            .expect("polls")
+            .is_empty()
+    );
+    assert!(
+        changes(logs_filter.clone())
+            .await
+            .expect("polls")
+            .is_empty()
+    );
+    // The filter's own range (latest, by default) for eth_getFilterLogs.
+    let filter_logs: Vec<Value> = client
+        .request("eth_getFilterLogs", rpc_params![logs_filter.clone()])
+        .await
+        .expect("logs");
+    assert_eq!(filter_logs, new_logs[1..]);
+    for id in [logs_filter, blocks_filter] {
+        let removed: bool = client
+            .request("eth_uninstallFilter", rpc_params![id.clone()])
+            .await
+            .expect("uninstalls");
+        assert!(removed);
+        let error = changes(id).await.expect_err("uninstalled");
+        assert!(error.to_string().contains("filter not found"), "{error}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
