@@ -73,11 +73,19 @@ deployed = send(alice, {"data": deploy["data"]})
 token = w3.eth.contract(address=deployed.contractAddress, abi=ABI)
 assert w3.eth.get_code(token.address) != b""
 assert token.functions.balanceOf(alice.address).call() == 1_000_000
+# Filters polled over HTTP see what happens after they are installed.
+transfer_filter = token.events.Transfer.create_filter(from_block="latest")
+block_filter = w3.eth.filter("latest")
 call = token.functions.transfer(bob.address, 250).build_transaction({"from": alice.address, "nonce": 0, "chainId": 1337})
 moved = send(alice, {"to": token.address, "data": call["data"]})
 assert token.functions.balanceOf(bob.address).call() == 250
 events = token.events.Transfer().process_receipt(moved)
 assert len(events) == 1 and events[0].args.to == bob.address
+entries = transfer_filter.get_new_entries()
+assert len(entries) == 1 and entries[0].args.to == bob.address, entries
+assert moved.blockHash in block_filter.get_new_entries()
+assert transfer_filter.get_new_entries() == []
+assert w3.eth.uninstall_filter(block_filter.filter_id)
 logs = token.events.Transfer().get_logs(from_block=0, argument_filters={"from": alice.address, "to": bob.address})
 assert len(logs) == 1 and logs[0].transactionHash == moved.transactionHash
 
