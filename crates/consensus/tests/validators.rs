@@ -160,9 +160,9 @@ fn transfer(sender: u64, nonce: u64) -> Vec<u8> {
 }
 
 /// Held by each test for its whole run: four engines at once are already more than two
-/// cores. (A rare stall, not yet explained, was seen twice: once with two tests' engines
-/// side by side, once in the flood test alone, with every application actor idle waiting
-/// for a request; the captured warnings print when a test fails.)
+/// cores. (A rare stall of this suite was stave-net's dial loop spinning on a connection
+/// that had ended but was not yet forgotten, which starved the networks' shared runtime;
+/// see `peers.rs`'s test of it.)
 static ONE_TEST_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The guard of [`ONE_TEST_AT_A_TIME`], a fresh data dir, the chain, the four validators'

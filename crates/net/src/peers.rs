@@ -454,8 +454,9 @@ impl Shared {
             let mut links = self.links.lock();
             if let Some(existing) = links.get(&peer) {
                 // The connection dialled by the smaller id wins; between two dialled by the
-                // same node, the newer (the old one may be dead and not yet noticed).
-                if existing.dialer < dialer {
+                // same node, the newer (the old one may be dead and not yet noticed). One that
+                // has already ended wins nothing.
+                if existing.dialer < dialer && !existing.closed.is_cancelled() {
                     return None;
                 }
                 existing.closed.cancel();
@@ -690,7 +691,13 @@ async fn dial_loop(shared: Arc<Shared>, peer: StaticPeer) {
         if shared.shutdown.is_cancelled() {
             return;
         }
-        let current = known.and_then(|id| shared.links.lock().get(&id).map(|l| l.closed.clone()));
+        // A link whose connection ended stays in the map until its read loop forgets it.
+        // Its token is already cancelled: waiting on it again would return at once and spin
+        // this task without ever yielding, starving the worker the read loop needs (seen:
+        // every network of a test runtime stalled). Such a link counts as gone.
+        let current = known
+            .and_then(|id| shared.links.lock().get(&id).map(|l| l.closed.clone()))
+            .filter(|closed| !closed.is_cancelled());
         if let Some(closed) = current {
             closed.cancelled().await;
             backoff = shared.config.backoff_min;
@@ -731,4 +738,90 @@ async fn dial(
         .map_err(|_| timed_out())??;
     let local = shared.local;
     Ok((id, shared.admit(stream, id, local)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+    use crate::{ChainCa, NodeTls};
+
+    /// Polls `done` every 10 ms for up to 15 s; an error naming `what` if it never holds.
+    async fn eventually(what: &str, done: impl Fn() -> bool) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !done() {
+            if Instant::now() > deadline {
+                return Err(format!("timed out waiting for {what}"));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(())
+    }
+
+    /// A dialled connection ends, but its link stays in the map: its read loop has not run
+    /// yet (here: never will, the link names another connection). The dial loop must not
+    /// wait on the ended link's token again, which returns at once and would spin a worker
+    /// forever; it redials, and the new connection replaces the ended link.
+    #[test]
+    fn a_link_that_ended_but_is_not_yet_forgotten_is_redialled_not_spun_on() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let outcome =
+            runtime.block_on(async {
+                let ca = ChainCa::generate("stave test chain").expect("ca");
+                let names = ["node0.stave", "node1.stave"];
+                let identities: Vec<_> = names
+                    .iter()
+                    .map(|name| ca.issue(name).expect("certificate"))
+                    .collect();
+                let ids: Vec<NodeId> = identities
+                    .iter()
+                    .map(|identity| identity.node_id().expect("id"))
+                    .collect();
+                let allowed: HashSet<NodeId> = ids.iter().copied().collect();
+                let start = |i: usize, peers: Vec<StaticPeer>| {
+                    let tls = NodeTls::new(&ca.certificate(), &identities[i], allowed.clone());
+                    let mut config =
+                        NetworkConfig::new("127.0.0.1:0".parse().expect("address"), peers);
+                    config.backoff_min = Duration::from_millis(20);
+                    config.backoff_max = Duration::from_millis(200);
+                    Network::start(config, tls.expect("tls"), ids[i])
+                };
+                let server = start(0, vec![]).await.expect("starts");
+                let peer = StaticPeer {
+                    name: names[0].to_string(),
+                    address: server.local_addr(),
+                };
+                let client = start(1, vec![peer]).await.expect("starts");
+                eventually("the first connection", || client.peers() == vec![ids[0]]).await?;
+
+                {
+                    let mut links = client.shared.links.lock();
+                    let link = links.get_mut(&ids[0]).expect("linked");
+                    link.connection = u64::MAX;
+                    link.closed.cancel();
+                }
+                eventually("a new connection in place of the ended link", || {
+                    client.shared.links.lock().get(&ids[0]).is_some_and(|link| {
+                        link.connection != u64::MAX && !link.closed.is_cancelled()
+                    })
+                })
+                .await?;
+                eventually("the server to see the new connection", || {
+                    server.peers() == vec![ids[1]]
+                })
+                .await?;
+                client.shutdown();
+                server.shutdown();
+                Ok::<_, String>(())
+            });
+        // Not waiting for the tasks: a dial loop that spins would never let the runtime
+        // shut down, and the test would hang instead of failing.
+        runtime.shutdown_background();
+        outcome.expect("the dialler reconnects");
+    }
 }
