@@ -143,10 +143,13 @@ impl Reporter for Forger {
 /// (number, hash, state root, transactions) of each block a validator committed.
 type Commits = Arc<Mutex<Vec<(u64, B256, B256, usize)>>>;
 
-fn free_address() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
+/// A free loopback port, held by the returned listener until the network that will use
+/// it starts: released early, the many connections the other networks dial could take it
+/// as their local port (seen once: `AddrInUse` at start).
+fn reserve_address() -> (TcpListener, SocketAddr) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let address = listener.local_addr().expect("its address");
+    (listener, address)
 }
 
 fn transfer(sender: u64, nonce: u64) -> Vec<u8> {
@@ -216,7 +219,13 @@ fn start_networks(runtime: &tokio::runtime::Runtime, keys: &[ed25519::PrivateKey
     let names: Vec<String> = (0..keys.len())
         .map(|i| format!("validator{i}.stave"))
         .collect();
-    let addresses: Vec<SocketAddr> = keys.iter().map(|_| free_address()).collect();
+    let (mut reserved, addresses): (Vec<Option<TcpListener>>, Vec<SocketAddr>) = keys
+        .iter()
+        .map(|_| {
+            let (listener, address) = reserve_address();
+            (Some(listener), address)
+        })
+        .unzip();
     let allowed: HashSet<NodeId> = keys
         .iter()
         .map(|key| validator_node_id(&key.public_key()))
@@ -239,6 +248,7 @@ fn start_networks(runtime: &tokio::runtime::Runtime, keys: &[ed25519::PrivateKey
             config.backoff_min = Duration::from_millis(20);
             config.backoff_max = Duration::from_millis(500);
             let id = identity.node_id().expect("id");
+            drop(reserved[i].take());
             runtime
                 .block_on(Network::start(config, tls, id))
                 .expect("network starts")
