@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, types::Bytes};
+use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, WithoutTls, types::Bytes};
 
 use crate::{
     error::StorageError,
@@ -18,7 +18,7 @@ pub const DEFAULT_MAP_SIZE: usize = 64 << 30;
 /// A data dir opened with LMDB.
 #[derive(Debug)]
 pub struct LmdbStore {
-    env: Env,
+    env: Env<WithoutTls>,
     tables: [Database<'static, Bytes, Bytes>; Table::ALL.len()],
     map_size: usize,
 }
@@ -65,7 +65,12 @@ impl LmdbStore {
         // the operator's local directory; README says not to put it on NFS), and LMDB's own
         // lock file, which we never touch, to coordinate processes.
         let env = unsafe {
-            let mut env_options = EnvOpenOptions::new();
+            // Reader slots tied to transactions, not threads (MDB_NOTLS): with thread-local
+            // slots, a pool thread that read the store and exits after the store closed
+            // (rayon pools end their threads asynchronously) has LMDB's thread-exit
+            // destructor write into the unmapped reader table: a segfault, seen in the
+            // prefetch import test under load.
+            let mut env_options = EnvOpenOptions::new().read_txn_without_tls();
             env_options
                 .map_size(map_size)
                 .max_dbs(Table::ALL.len() as u32);
