@@ -214,14 +214,8 @@ impl Rpc {
         if !self.visible(number)? {
             return Ok(None);
         }
-        let store = self.0.view.store();
-        if commit::header(store, number)
-            .map_err(RpcError::internal)?
-            .is_none()
-        {
-            return Ok(None);
-        }
-        Ok(Some(U64::from(load_body(store, number)?.len())))
+        let block = load_block(self.0.view.store(), number, false)?;
+        Ok(block.map(|block| U64::from(block.txs.len())))
     }
 
     /// The transaction at `index` in block `number`, with its sender and position.
