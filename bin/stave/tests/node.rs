@@ -215,6 +215,8 @@ fn sigkill_loses_no_block_rpc_reported() {
     let builder = TxBuilder::new(1337, 4_000_000_000);
     let mut nonce = 0;
     let mut reported: Vec<(u64, Value)> = Vec::new();
+    let mut sent: Vec<Value> = Vec::new();
+    let mut included: Vec<Value> = Vec::new();
     for round in 0..5 {
         let node = Node::start(&datadir);
         // Every block reported before the crash is still there, unchanged.
@@ -224,6 +226,20 @@ fn sigkill_loses_no_block_rpc_reported() {
                 json!([format!("{number:#x}"), false]),
             );
             assert_eq!(&block["hash"], hash, "round {round}: block {number}");
+        }
+        // And every transaction included before the crash is found by its hash, in one of
+        // those blocks.
+        for hash in &included {
+            let receipt = node.result("eth_getTransactionReceipt", json!([hash]));
+            let number = receipt["blockNumber"]
+                .as_str()
+                .and_then(|hex| u64::from_str_radix(hex.trim_start_matches("0x"), 16).ok())
+                .unwrap_or_else(|| panic!("round {round}: no receipt for {hash}: {receipt}"));
+            assert_eq!(
+                Some(&receipt["blockHash"]),
+                reported.get(number as usize).map(|(_, hash)| hash),
+                "round {round}: {hash}"
+            );
         }
         let expected_balance = U256::from(nonce);
         let receiver = Address::repeat_byte(0x77);
@@ -236,7 +252,7 @@ fn sigkill_loses_no_block_rpc_reported() {
         for _ in 0..20 {
             let tx = alice.sign_tx(builder.transfer(nonce, receiver, U256::from(1)));
             let raw = format!("0x{}", hex::encode(tx.encoded()));
-            node.result("eth_sendRawTransaction", json!([raw]));
+            sent.push(node.result("eth_sendRawTransaction", json!([raw])));
             nonce += 1;
         }
         // Wait until the txs are in, then remember what RPC reported.
@@ -257,6 +273,7 @@ fn sigkill_loses_no_block_rpc_reported() {
             );
             reported.push((number, block["hash"].clone()));
         }
+        included.append(&mut sent);
         // SIGKILL while blocks keep coming.
         std::thread::sleep(Duration::from_millis(30 * round));
         drop(node);

@@ -25,7 +25,9 @@ use stave_primitives::{
 use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, Prefetcher, SpeculativeLayer, StateLayers};
 use stave_storage::{
     KvStore, Table,
-    commit::{BlockToCommit, Committed, commit_block, flushed_height, head, header, senders},
+    commit::{
+        BlockToCommit, Committed, TxPositions, commit_block, flushed_height, head, header, senders,
+    },
 };
 use stave_verify::{SenderCache, Verifier, verify_serial};
 
@@ -298,7 +300,8 @@ impl<'s> Chain<'s> {
                     computed: root.to_string(),
                 });
             }
-            self.layers.push(number, block.hash(), outcome.diff)?;
+            self.layers
+                .push(number, block.hash(), outcome.diff, TxPositions::of(&block))?;
         }
         Ok(())
     }
@@ -561,8 +564,12 @@ impl<'s> Chain<'s> {
     ) -> Result<Committed, ImportError> {
         let committed = commit_block(self.store, input, self.parallel())?;
         if committed == Committed::New {
-            self.layers
-                .push(input.block.number(), input.block.hash(), diff)?;
+            self.layers.push(
+                input.block.number(),
+                input.block.hash(),
+                diff,
+                TxPositions::of(input.block),
+            )?;
             if flush == Flush::Now {
                 self.layers.flush(self.parallel())?;
             }

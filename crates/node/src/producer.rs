@@ -58,6 +58,11 @@ impl<'s> ChainView<'s> {
         self.store
     }
 
+    /// Where the committed transaction with this hash is: block number and index.
+    pub fn tx_location(&self, hash: B256) -> Result<Option<(u64, u32)>, StorageError> {
+        self.layers.tx_location(hash)
+    }
+
     /// The chain's genesis and rules.
     pub fn spec(&self) -> &ChainSpec {
         &self.spec

@@ -599,8 +599,7 @@ impl EthApiServer for Rpc {
         if let Some(pooled) = self.0.pool.get(&hash) {
             return Ok(Some(rpc_tx(&pooled.tx.tx, pooled.tx.sender, None)));
         }
-        let Some((number, index)) =
-            commit::tx_location(self.0.view.store(), hash).map_err(RpcError::internal)?
+        let Some((number, index)) = self.0.view.tx_location(hash).map_err(RpcError::internal)?
         else {
             return Ok(None);
         };
@@ -608,8 +607,7 @@ impl EthApiServer for Rpc {
     }
 
     fn transaction_receipt(&self, hash: B256) -> RpcResult<Option<TransactionReceipt>> {
-        let store = self.0.view.store();
-        let Some((number, index)) = commit::tx_location(store, hash).map_err(RpcError::internal)?
+        let Some((number, index)) = self.0.view.tx_location(hash).map_err(RpcError::internal)?
         else {
             return Ok(None);
         };

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use alloy_primitives::B256;
 use stave_primitives::StateDiff;
+use stave_storage::commit::TxPositions;
 
 use crate::{
     bloom::KeyBloom,
@@ -15,6 +16,8 @@ pub(crate) struct DiffLayer {
     pub(crate) number: u64,
     pub(crate) hash: B256,
     pub(crate) diff: StateDiff,
+    /// Where its transactions are, until the flush writes them to the `TxIndex` table.
+    pub(crate) txs: TxPositions,
     /// Covers this layer and every layer below it back to the last rebuild.
     pub(crate) bloom: Arc<KeyBloom>,
 }

@@ -13,7 +13,10 @@ use alloy_primitives::{Address, B256, Bytes, U256};
 use parking_lot::{Mutex, RwLock};
 use stave_exec::{AccountState, StateError, StateReader};
 use stave_primitives::StateDiff;
-use stave_storage::{KvStore, StorageError, Table, commit};
+use stave_storage::{
+    KvStore, StorageError, Table,
+    commit::{self, TxPositions},
+};
 
 use crate::{
     bloom::KeyBloom,
@@ -145,8 +148,14 @@ impl<'s> StateLayers<'s> {
             .map_or_else(|| self.flushed(), |layer| layer.number)
     }
 
-    /// Adds block `number`'s changes as the new head layer.
-    pub fn push(&self, number: u64, hash: B256, diff: StateDiff) -> Result<(), StateLayerError> {
+    /// Adds block `number`'s changes, and where its transactions are, as the new head layer.
+    pub fn push(
+        &self,
+        number: u64,
+        hash: B256,
+        diff: StateDiff,
+        txs: TxPositions,
+    ) -> Result<(), StateLayerError> {
         let (parent_bloom, rebuild_from) = {
             let layers = self.layers.read();
             let head = layers
@@ -188,6 +197,7 @@ impl<'s> StateLayers<'s> {
             number,
             hash,
             diff,
+            txs,
             bloom: Arc::new(bloom),
         }));
         Ok(())
@@ -301,8 +311,12 @@ impl<'s> StateLayers<'s> {
         for layer in &oldest {
             merge(&mut merged, &layer.diff);
         }
+        let txs: Vec<(u64, &TxPositions)> = oldest
+            .iter()
+            .map(|layer| (layer.number, &layer.txs))
+            .collect();
         let _gate = self.gate.write();
-        commit::flush_state(self.store, &[&merged], height, parallel)?;
+        commit::flush_state(self.store, &[&merged], &txs, height, parallel)?;
         // The clean cache mirrors the disk: give it the values just written, and drop every
         // slot of an account whose storage was wiped (rare: under Prague only an account
         // created in the same transaction can self-destruct; a full scan is fine).
@@ -329,6 +343,20 @@ impl<'s> StateLayers<'s> {
         self.layers.write().drain(..oldest.len());
         metrics::gauge!("stave_state_flushed_height").set(height as f64);
         Ok(Some(height))
+    }
+
+    /// Where the committed transaction with this hash is (block number and index): in a
+    /// layer for the blocks after the flushed height, on disk for the others. A layer is
+    /// dropped only after the flush wrote its positions, so none is ever missed.
+    pub fn tx_location(&self, hash: B256) -> Result<Option<(u64, u32)>, StorageError> {
+        let stack: Vec<_> = self.layers.read().iter().rev().cloned().collect();
+        if let Some(found) = stack
+            .iter()
+            .find_map(|layer| layer.txs.find(hash).map(|index| (layer.number, index)))
+        {
+            return Ok(Some(found));
+        }
+        commit::tx_location(self.store, hash)
     }
 
     /// Reads per layer since the last [`StateLayers::take_reads`], and resets them.

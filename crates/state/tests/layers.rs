@@ -7,7 +7,10 @@ use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use proptest::prelude::*;
 use stave_exec::{AccountDiff, AccountState, MemoryState, StateDiff, StateReader};
 use stave_state::{FLUSH_BATCH, KEPT_LAYERS, StateLayerError, StateLayers};
-use stave_storage::{LmdbStore, commit};
+use stave_storage::{
+    LmdbStore,
+    commit::{self, TxPositions},
+};
 
 /// A block's changes over a small key space, so blocks overwrite each other's keys.
 fn diff_strategy() -> impl Strategy<Value = StateDiff> {
@@ -46,6 +49,19 @@ fn diff_strategy() -> impl Strategy<Value = StateDiff> {
     })
 }
 
+/// Transactions per block in the layer tests.
+const TXS_PER_BLOCK: u32 = 3;
+
+/// A stand-in hash for transaction `index` of block `number`.
+fn tx_hash(number: u64, index: u32) -> B256 {
+    keccak256([number.to_be_bytes().as_slice(), &index.to_be_bytes()].concat())
+}
+
+/// Block `number`'s transaction positions.
+fn tx_positions(number: u64) -> TxPositions {
+    TxPositions::new((0..TXS_PER_BLOCK).map(|index| tx_hash(number, index)))
+}
+
 fn assert_same(layered: &dyn StateReader, plain: &MemoryState, context: &str) {
     for who in 0u8..12 {
         let address = Address::with_last_byte(who);
@@ -79,7 +95,7 @@ proptest! {
             let diff = diffs[number as usize % diffs.len()].clone();
             plain.apply(&diff);
             history.push(plain.clone());
-            layers.push(number, B256::with_last_byte(number as u8), diff).expect("pushes");
+            layers.push(number, B256::with_last_byte(number as u8), diff, tx_positions(number)).expect("pushes");
             layers.flush(true).expect("flushes");
             assert_same(&layers.latest(), &plain, &format!("head {number}"));
         }
@@ -93,6 +109,17 @@ proptest! {
         let too_old = layers.with_state_at(flushed - 1, |_| ());
         prop_assert!(matches!(too_old, Err(StateLayerError::NotAvailable { .. })), "{:?}", too_old.err());
         prop_assert_eq!(commit::flushed_height(&store).expect("reads"), Some(flushed));
+        // Every block's transactions are found: the flushed ones' on disk, the others' in
+        // their layers.
+        for number in 1..=blocks as u64 {
+            for index in 0..TXS_PER_BLOCK {
+                let hash = tx_hash(number, index);
+                prop_assert_eq!(layers.tx_location(hash).expect("reads"), Some((number, index)));
+                let on_disk = commit::tx_location(&store, hash).expect("reads");
+                prop_assert_eq!(on_disk.is_some(), number <= flushed, "block {}", number);
+            }
+        }
+        prop_assert_eq!(layers.tx_location(tx_hash(blocks as u64 + 1, 0)).expect("reads"), None);
         // The disk alone holds the flushed state.
         drop(layers);
         let reopened = StateLayers::new(&store, flushed, 64);
@@ -106,14 +133,19 @@ fn a_layer_must_follow_the_head() {
     let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
     let layers = StateLayers::new(&store, 5, 64);
     let error = layers
-        .push(7, B256::ZERO, StateDiff::default())
+        .push(7, B256::ZERO, StateDiff::default(), TxPositions::default())
         .expect_err("gap");
     assert!(matches!(
         error,
         StateLayerError::NotChild { number: 7, head: 5 }
     ));
     layers
-        .push(6, B256::repeat_byte(6), StateDiff::default())
+        .push(
+            6,
+            B256::repeat_byte(6),
+            StateDiff::default(),
+            TxPositions::default(),
+        )
         .expect("child");
     assert_eq!(layers.head(), 6);
     assert_eq!(
@@ -130,7 +162,9 @@ fn reads_are_counted_per_layer() {
     let mut diff = StateDiff::default();
     diff.accounts
         .insert(Address::with_last_byte(1), AccountDiff::default());
-    layers.push(1, B256::ZERO, diff).expect("pushes");
+    layers
+        .push(1, B256::ZERO, diff, TxPositions::default())
+        .expect("pushes");
     let snapshot = layers.latest();
     snapshot.account(Address::with_last_byte(1)).expect("reads"); // L2
     snapshot.account(Address::with_last_byte(2)).expect("reads"); // disk
@@ -174,12 +208,19 @@ fn a_wiped_account_reads_zero_even_where_its_slots_left_every_layer() {
             storage: BTreeMap::from([(U256::from(7), U256::from(70))]),
         },
     );
-    layers.push(1, B256::ZERO, first).expect("pushes");
+    layers
+        .push(1, B256::ZERO, first, TxPositions::default())
+        .expect("pushes");
     // Enough empty blocks that block 1 is flushed and out of every bloom.
     let quiet = 2 * KEPT_LAYERS as u64 + 1;
     for number in 2..=quiet {
         layers
-            .push(number, B256::ZERO, StateDiff::default())
+            .push(
+                number,
+                B256::ZERO,
+                StateDiff::default(),
+                TxPositions::default(),
+            )
             .expect("pushes");
         layers.flush(true).expect("flushes");
     }
@@ -198,7 +239,9 @@ fn a_wiped_account_reads_zero_even_where_its_slots_left_every_layer() {
             storage: BTreeMap::new(),
         },
     );
-    layers.push(quiet + 1, B256::ZERO, wipe).expect("pushes");
+    layers
+        .push(quiet + 1, B256::ZERO, wipe, TxPositions::default())
+        .expect("pushes");
     assert_eq!(
         layers
             .latest()

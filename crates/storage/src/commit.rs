@@ -10,7 +10,8 @@
 //! - `Headers`: number → header RLP; `BlockNumbers`: hash → number;
 //! - `Bodies`: number → the offset-indexed transaction list as received;
 //! - `Receipts`: number → RLP list of receipts;
-//! - `TxIndex`: tx hash → number ‖ index (u32); `Blooms`: number → logs bloom (256);
+//! - `TxIndex`: tx hash → number ‖ index (u32), written with the state ([`TxPositions`]);
+//!   `Blooms`: number → logs bloom (256);
 //! - `Senders`: number → the 20-byte senders of its transactions, in block order;
 //! - `Accounts`: address → nonce (u64) ‖ balance (32) ‖ code hash (32);
 //! - `Storage`: address ‖ slot (32) → value (32), absent when zero;
@@ -47,8 +48,8 @@ pub struct BlockToCommit<'a> {
     pub receipts: &'a [Receipt],
     /// One sender per transaction, as the verify stage recovered them.
     pub senders: &'a [Address],
-    /// Its state changes, written with the block; `None` when the state layers keep them
-    /// in memory and flush them later ([`flush_state`]).
+    /// Its state changes, written with the block (and its `TxIndex` entries); `None` when
+    /// the state layers keep both in memory and flush them later ([`flush_state`]).
     pub diff: Option<&'a StateDiff>,
 }
 
@@ -114,7 +115,8 @@ pub fn block_number(store: &dyn KvStore, hash: B256) -> Result<Option<u64>, Stor
     })
 }
 
-/// Where a stored transaction is: block number and index.
+/// Where a stored transaction is: block number and index. Only blocks up to the flushed
+/// height are indexed here; the state layers hold the positions of the later ones.
 pub fn tx_location(store: &dyn KvStore, hash: B256) -> Result<Option<(u64, u32)>, StorageError> {
     read(store, Table::TxIndex, hash.as_slice(), |bytes| {
         let (number, index) = split::<8>(bytes)?;
@@ -245,11 +247,66 @@ pub fn state_ops(diff: &StateDiff, parallel: bool) -> Vec<Op> {
     ops
 }
 
+/// Where each transaction of a block sits in it, sorted by hash: the block's `TxIndex`
+/// entries. They are written with the block's state ([`flush_state`]), not with the block:
+/// 2,500 random hashes dirty up to 2,500 pages of the index, a write the commit stage
+/// should not wait for, and many blocks' entries written together share pages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TxPositions(Vec<(B256, u32)>);
+
+impl TxPositions {
+    /// The positions of transactions with these hashes, in block order.
+    pub fn new(hashes: impl IntoIterator<Item = B256>) -> Self {
+        let mut positions: Vec<(B256, u32)> = hashes.into_iter().zip(0u32..).collect();
+        positions.sort_unstable_by_key(|(hash, _)| *hash);
+        Self(positions)
+    }
+
+    /// The positions of `block`'s transactions.
+    pub fn of(block: &SealedBlock) -> Self {
+        Self::new(block.transactions().iter().map(|tx| tx.hash()))
+    }
+
+    /// The index of the transaction with this hash, if the block has it.
+    pub fn find(&self, hash: B256) -> Option<u32> {
+        self.0
+            .binary_search_by_key(&hash, |(tx_hash, _)| *tx_hash)
+            .ok()
+            .map(|at| self.0[at].1)
+    }
+}
+
+/// The `TxIndex` writes for the transactions of `blocks` (number, positions), in key order
+/// across all of them: LMDB then inserts into neighbouring pages instead of jumping across
+/// the tree for each random hash.
+fn tx_index_ops(blocks: &[(u64, &TxPositions)], parallel: bool) -> Vec<Op> {
+    let mut entries: Vec<(B256, u64, u32)> = blocks
+        .iter()
+        .flat_map(|(number, positions)| {
+            positions
+                .0
+                .iter()
+                .map(|(hash, index)| (*hash, *number, *index))
+        })
+        .collect();
+    if blocks.len() > 1 {
+        entries.sort_unstable_by_key(|(hash, _, _)| *hash);
+    }
+    encode_all(&entries, parallel, |(hash, number, index), ops| {
+        let mut value = Vec::with_capacity(12);
+        value.extend_from_slice(&number.to_be_bytes());
+        value.extend_from_slice(&index.to_be_bytes());
+        ops.push(Op::Put(Table::TxIndex, hash.to_vec(), value));
+    })
+}
+
 /// Applies the state changes of consecutive blocks (oldest first), ending at block
-/// `height`, to the stored state in one transaction, and records `height` as flushed.
+/// `height`, to the stored state in one transaction, with the `TxIndex` entries of the
+/// same blocks (`txs`: number and positions), and records `height` as flushed.
 pub fn flush_state(
     store: &dyn KvStore,
     diffs: &[&StateDiff],
+    txs: &[(u64, &TxPositions)],
     height: u64,
     parallel: bool,
 ) -> Result<(), StorageError> {
@@ -257,6 +314,7 @@ pub fn flush_state(
     for diff in diffs {
         batch.extend(state_ops(diff, parallel));
     }
+    batch.extend(tx_index_ops(txs, parallel));
     batch.put(Table::Meta, FLUSHED_KEY, height.to_be_bytes());
     store.write(batch)
 }
@@ -272,32 +330,22 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
         alloy_rlp::encode_list(input.receipts, &mut out);
         out
     };
-    let tx_index = || {
-        let mut txs: Vec<(usize, B256)> = block
-            .transactions()
-            .iter()
-            .map(|tx| tx.hash())
-            .enumerate()
-            .collect();
-        // In key order: LMDB inserts sorted keys into neighbouring pages instead of
-        // jumping across the tree for each random hash.
-        txs.sort_unstable_by_key(|(_, hash)| *hash);
-        encode_all(&txs, parallel, |(index, tx_hash), ops| {
-            let mut value = number.to_vec();
-            value.extend_from_slice(&(*index as u32).to_be_bytes());
-            ops.push(Op::Put(Table::TxIndex, tx_hash.to_vec(), value));
-        })
-    };
+    // The state and the transaction index go together: both are at the flushed height.
     let state = || {
         input
             .diff
-            .map(|diff| state_ops(diff, parallel))
+            .map(|diff| {
+                let mut ops = state_ops(diff, parallel);
+                let positions = TxPositions::of(block);
+                ops.extend(tx_index_ops(&[(block.number(), &positions)], parallel));
+                ops
+            })
             .unwrap_or_default()
     };
-    let (receipts, (tx_index, state)) = if parallel {
-        rayon::join(receipts, || rayon::join(tx_index, state))
+    let (receipts, state) = if parallel {
+        rayon::join(receipts, state)
     } else {
-        (receipts(), (tx_index(), state()))
+        (receipts(), state())
     };
     let mut batch = WriteBatch::new();
     batch.put(Table::Headers, number, alloy_rlp::encode(block.header()));
@@ -310,7 +358,6 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
         .fold(Bloom::ZERO, |bloom, receipt| bloom | receipt.logs_bloom);
     batch.put(Table::Blooms, number, bloom.to_vec());
     batch.put(Table::Senders, number, input.senders.concat());
-    batch.extend(tx_index);
     batch.extend(state);
     if input.diff.is_some() {
         batch.put(Table::Meta, FLUSHED_KEY, number);

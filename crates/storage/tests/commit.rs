@@ -13,9 +13,9 @@ use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
 use stave_storage::{
     KvStore, LmdbStore, StorageError,
     commit::{
-        BlockToCommit, Committed, account, block_number, commit_block, encode_block_batch,
-        flush_state, flushed_height, head, header, logs_bloom, receipts, senders, storage,
-        tx_location,
+        BlockToCommit, Committed, TxPositions, account, block_number, commit_block,
+        encode_block_batch, flush_state, flushed_height, head, header, logs_bloom, receipts,
+        senders, storage, tx_location,
     },
 };
 
@@ -293,10 +293,21 @@ fn state_can_be_left_to_a_later_flush() {
     assert_eq!(flushed_height(&store).expect("reads"), Some(0));
     let (address, change) = one.diff.accounts.iter().next().expect("a change");
     assert_ne!(account(&store, *address).expect("reads"), change.info);
-    flush_state(&store, &[&one.diff], 1, true).expect("flushes");
+    // Its transactions are indexed with its state, not before.
+    let first_tx = one.block.transactions()[0].hash();
+    assert_eq!(tx_location(&store, first_tx).expect("reads"), None);
+    let positions = TxPositions::of(&one.block);
+    flush_state(&store, &[&one.diff], &[(1, &positions)], 1, true).expect("flushes");
     assert_eq!(flushed_height(&store).expect("reads"), Some(1));
     for (address, change) in &one.diff.accounts {
         assert_eq!(account(&store, *address).expect("reads"), change.info);
+    }
+    for (i, tx) in one.block.transactions().iter().enumerate() {
+        assert_eq!(positions.find(tx.hash()), Some(i as u32));
+        assert_eq!(
+            tx_location(&store, tx.hash()).expect("reads"),
+            Some((1, i as u32))
+        );
     }
 }
 
