@@ -117,6 +117,10 @@ pub trait EthApi {
     /// Installs a filter for `eth_getFilterChanges`: hashes of blocks from the next on.
     #[method(name = "eth_newBlockFilter")]
     fn new_block_filter(&self) -> RpcResult<U256>;
+    /// Installs a filter for `eth_getFilterChanges`: hashes of transactions the pool admits
+    /// from now on.
+    #[method(name = "eth_newPendingTransactionFilter")]
+    fn new_pending_transaction_filter(&self) -> RpcResult<U256>;
     /// What an installed filter matched since its last poll.
     #[method(name = "eth_getFilterChanges")]
     fn filter_changes(&self, id: U256) -> RpcResult<FilterChanges>;

@@ -1,5 +1,5 @@
-//! Installed filters, as go-ethereum keeps them: `eth_newFilter` and `eth_newBlockFilter`
-//! install one, `eth_getFilterChanges` returns what is new since the last poll, an idle
+//! Installed filters, as go-ethereum keeps them: `eth_newFilter`, `eth_newBlockFilter` and
+//! `eth_newPendingTransactionFilter` install one, `eth_getFilterChanges` returns what is new since the last poll, an idle
 //! filter expires after [`FILTER_IDLE_EXPIRY`], and at most [`MAX_FILTERS`] exist at once.
 //! Clients polling over HTTP (ethers' contract events, web3.py's and web3j's filters) use
 //! them instead of subscriptions.
@@ -27,12 +27,15 @@ pub(crate) enum FilterKind {
     Blocks,
     /// Logs matching the filter in new blocks.
     Logs(Box<Filter>),
+    /// Hashes of transactions the pool admitted.
+    PendingTransactions,
 }
 
 #[derive(Debug)]
 struct Installed {
     kind: FilterKind,
-    /// The first block the next poll reports.
+    /// Where the next poll starts: a block number, or for pending-transaction filters a
+    /// position in the pool's admissions.
     next: u64,
     polled: Instant,
 }
@@ -49,7 +52,8 @@ fn not_found() -> RpcError {
 }
 
 impl Filters {
-    /// Installs a filter that reports from block `next` on; returns its id.
+    /// Installs a filter that reports from `next` on (a block, or a pool admission
+    /// position); returns its id.
     pub(crate) fn install(&self, kind: FilterKind, next: u64) -> Result<U256, RpcError> {
         let now = Instant::now();
         let mut installed = self.installed.lock();
@@ -71,7 +75,7 @@ impl Filters {
         Ok(id)
     }
 
-    /// The filter `id` and the first block its next poll reports; counts as a poll.
+    /// The filter `id` and where its next poll starts; counts as a poll.
     pub(crate) fn poll(&self, id: U256) -> Result<(FilterKind, u64), RpcError> {
         let now = Instant::now();
         let mut installed = self.installed.lock();
@@ -88,7 +92,7 @@ impl Filters {
         }
     }
 
-    /// Records that filter `id` reported every block before `next`.
+    /// Records that filter `id` reported everything before `next`.
     pub(crate) fn advance(&self, id: U256, next: u64) {
         if let Some(filter) = self.installed.lock().get_mut(&id) {
             filter.next = filter.next.max(next);

@@ -270,6 +270,54 @@ impl Rpc {
 
     /// The logs `filter` matches in blocks `from..=to`, within the configured limits on
     /// blocks scanned and logs returned.
+    /// What a block filter (`filter` `None`) or a log filter reports from block `next` on,
+    /// and the block its next poll starts at. At most as many blocks per poll as one
+    /// eth_getLogs scans; the next poll goes on.
+    fn chain_changes(&self, filter: Option<&Filter>, next: u64) -> Outcome<(FilterChanges, u64)> {
+        let to = self
+            .head()?
+            .min(next.saturating_add(self.0.config.max_log_blocks - 1));
+        if next > to {
+            return Ok((FilterChanges::Empty, next));
+        }
+        let changes = match filter {
+            None => {
+                let store = self.0.view.store();
+                let hashes = (next..=to)
+                    .map(|number| {
+                        commit::header(store, number)
+                            .map_err(RpcError::internal)?
+                            .map(|header| header.hash_slow())
+                            .ok_or_else(|| RpcError::Internal(format!("block {number} missing")))
+                    })
+                    .collect::<Outcome<Vec<_>>>()?;
+                FilterChanges::Hashes(hashes)
+            }
+            Some(filter) => {
+                // As in go-ethereum, a tag (`latest`, the default) bounds nothing here: the
+                // filter reports every block since its last poll; block numbers bound it.
+                let (from, last) = match filter.block_option {
+                    FilterBlockOption::AtBlockHash(_) => self.log_range(filter)?,
+                    FilterBlockOption::Range {
+                        from_block,
+                        to_block,
+                    } => (
+                        from_block.and_then(|tag| tag.as_number()).unwrap_or(0),
+                        to_block.and_then(|tag| tag.as_number()).unwrap_or(u64::MAX),
+                    ),
+                };
+                let (from, last) = (from.max(next), last.min(to));
+                let logs = if from > last {
+                    Vec::new()
+                } else {
+                    self.logs_between(filter, from, last)?
+                };
+                FilterChanges::Logs(logs)
+            }
+        };
+        Ok((changes, to + 1))
+    }
+
     fn logs_between(&self, filter: &Filter, from: u64, to: u64) -> Outcome<Vec<Log>> {
         if from > to {
             return Ok(Vec::new());
@@ -678,58 +726,31 @@ impl EthApiServer for Rpc {
         Ok(self.1.install(FilterKind::Blocks, self.head()? + 1)?)
     }
 
+    fn new_pending_transaction_filter(&self) -> RpcResult<U256> {
+        Ok(self.1.install(
+            FilterKind::PendingTransactions,
+            self.0.pool.admission_position(),
+        )?)
+    }
+
     fn filter_changes(&self, id: U256) -> RpcResult<FilterChanges> {
         let (kind, next) = self.1.poll(id)?;
-        // At most as many blocks per poll as one eth_getLogs scans; the next poll goes on.
-        let to = self
-            .head()?
-            .min(next.saturating_add(self.0.config.max_log_blocks - 1));
-        if next > to {
-            return Ok(FilterChanges::Empty);
-        }
-        let changes = match kind {
-            FilterKind::Blocks => {
-                let store = self.0.view.store();
-                let hashes = (next..=to)
-                    .map(|number| {
-                        commit::header(store, number)
-                            .map_err(RpcError::internal)?
-                            .map(|header| header.hash_slow())
-                            .ok_or_else(|| RpcError::Internal(format!("block {number} missing")))
-                    })
-                    .collect::<Outcome<Vec<_>>>()?;
-                FilterChanges::Hashes(hashes)
+        let (changes, next) = match kind {
+            FilterKind::PendingTransactions => {
+                let (hashes, next) = self.0.pool.admitted_since(next);
+                (FilterChanges::Hashes(hashes), next)
             }
-            FilterKind::Logs(filter) => {
-                // As in go-ethereum, a tag (`latest`, the default) bounds nothing here: the
-                // filter reports every block since its last poll; block numbers bound it.
-                let (from, last) = match filter.block_option {
-                    FilterBlockOption::AtBlockHash(_) => self.log_range(&filter)?,
-                    FilterBlockOption::Range {
-                        from_block,
-                        to_block,
-                    } => (
-                        from_block.and_then(|tag| tag.as_number()).unwrap_or(0),
-                        to_block.and_then(|tag| tag.as_number()).unwrap_or(u64::MAX),
-                    ),
-                };
-                let (from, last) = (from.max(next), last.min(to));
-                let logs = if from > last {
-                    Vec::new()
-                } else {
-                    self.logs_between(&filter, from, last)?
-                };
-                FilterChanges::Logs(logs)
-            }
+            FilterKind::Blocks => self.chain_changes(None, next)?,
+            FilterKind::Logs(filter) => self.chain_changes(Some(&filter), next)?,
         };
-        self.1.advance(id, to + 1);
+        self.1.advance(id, next);
         Ok(changes)
     }
 
     fn filter_logs(&self, id: U256) -> RpcResult<Vec<Log>> {
         match self.1.poll(id)?.0 {
             FilterKind::Logs(filter) => self.logs(*filter),
-            FilterKind::Blocks => {
+            FilterKind::Blocks | FilterKind::PendingTransactions => {
                 Err(RpcError::InvalidParams(format!("filter {id:#x} is not a log filter")).into())
             }
         }

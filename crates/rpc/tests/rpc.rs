@@ -267,6 +267,10 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
         .request("eth_newBlockFilter", rpc_params![])
         .await
         .expect("installs");
+    let pending_filter: String = client
+        .request("eth_newPendingTransactionFilter", rpc_params![])
+        .await
+        .expect("installs");
     let changes = |id: String| {
         let client = &client;
         async move {
@@ -281,12 +285,30 @@ async fn logs_fees_storage_and_history_over_a_real_chain() {
             .expect("polls")
             .is_empty()
     );
+    let mut admitted = Vec::new();
     for nonce in blocks..blocks + 2 {
         let tx = sender.sign_tx(builder.erc20_transfer(nonce, TOKEN, receiver, U256::from(1)));
         let added = pool.add(&[tx.encoded()], &layers.latest(), DEFAULT_BASE_FEE);
         assert!(added[0].is_ok(), "{added:?}");
+        admitted.push(serde_json::json!(tx.hash()));
         producer.produce(nonce + 1).expect("produces");
     }
+    // The pending filter saw both admissions, once, though both are already in blocks.
+    assert_eq!(
+        changes(pending_filter.clone()).await.expect("polls"),
+        admitted
+    );
+    assert!(
+        changes(pending_filter.clone())
+            .await
+            .expect("polls")
+            .is_empty()
+    );
+    let error = client
+        .request::<Vec<Value>, _>("eth_getFilterLogs", rpc_params![pending_filter])
+        .await
+        .expect_err("not a log filter");
+    assert!(error.to_string().contains("not a log filter"), "{error}");
     let new_blocks = changes(blocks_filter.clone()).await.expect("polls");
     let new_logs = changes(logs_filter.clone()).await.expect("polls");
     assert_eq!(new_blocks.len(), 2);

@@ -2,7 +2,7 @@
 
 use std::{
     cmp::Ordering,
-    collections::{BTreeMap, BinaryHeap, HashMap},
+    collections::{BTreeMap, BinaryHeap, HashMap, VecDeque},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -34,6 +34,10 @@ pub struct PoolConfig {
     pub price_bump_percent: u128,
     /// The block gas limit: a transaction asking for more can never be included.
     pub block_gas_limit: u64,
+    /// Hashes of the latest admissions kept for pending-transaction filters
+    /// (`eth_newPendingTransactionFilter`): a filter polled less often than this many
+    /// admissions misses the oldest, as in geth.
+    pub admission_log: usize,
 }
 
 impl PoolConfig {
@@ -47,6 +51,7 @@ impl PoolConfig {
             queued_lifetime: Duration::from_secs(180),
             price_bump_percent: 10,
             block_gas_limit,
+            admission_log: 65_536,
         }
     }
 }
@@ -127,6 +132,9 @@ struct Inner {
     by_hash: HashMap<B256, Arc<PoolTx>>,
     senders: HashMap<Address, SenderQueue>,
     next_arrival: u64,
+    /// Hashes of the last [`PoolConfig::admission_log`] admissions, oldest first; the
+    /// newest has arrival `next_arrival - 1`.
+    admitted: VecDeque<B256>,
 }
 
 /// Pending transactions waiting for a block. Thread-safe; admission recovers signatures
@@ -301,6 +309,10 @@ impl TxPool {
             }
         }
         inner.next_arrival += 1;
+        inner.admitted.push_back(hash);
+        if inner.admitted.len() > self.config.admission_log {
+            inner.admitted.pop_front();
+        }
         let candidate = Arc::new(candidate);
         inner.by_hash.insert(hash, candidate.clone());
         inner
@@ -504,6 +516,22 @@ impl TxPool {
     /// The transaction with this hash, if it is in the pool.
     pub fn get(&self, hash: &B256) -> Option<Arc<PoolTx>> {
         self.inner.lock().by_hash.get(hash).cloned()
+    }
+
+    /// The position of the next admission: a pending-transaction filter installed now
+    /// reports the transactions admitted from here on.
+    pub fn admission_position(&self) -> u64 {
+        self.inner.lock().next_arrival
+    }
+
+    /// Hashes of the transactions admitted from position `from` on (those still among the
+    /// last [`PoolConfig::admission_log`]), oldest first, and the position after them.
+    pub fn admitted_since(&self, from: u64) -> (Vec<B256>, u64) {
+        let inner = self.inner.lock();
+        let end = inner.next_arrival;
+        let oldest = end - inner.admitted.len() as u64;
+        let skip = from.saturating_sub(oldest) as usize;
+        (inner.admitted.iter().skip(skip).copied().collect(), end)
     }
 
     /// The nonce `sender`'s next transaction should use, counting its executable

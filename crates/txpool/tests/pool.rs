@@ -239,3 +239,22 @@ fn a_committed_block_removes_its_txs_and_the_nonces_it_used() {
     assert!(pool.get(&second).is_none());
     assert_eq!(pool.status(), PoolStatus::default());
 }
+
+#[test]
+fn pending_filters_read_admissions_from_their_position_and_the_log_is_bounded() {
+    let (pool, state, _) = setup(|config| config.admission_log = 2);
+    let start = pool.admission_position();
+    let first = add_one(&pool, &state, transfer(0, 0, FEE, 1)).unwrap();
+    // Refused transactions are not admissions.
+    add_one(&pool, &state, transfer(0, 0, FEE, 1)).expect_err("already known");
+    let (hashes, next) = pool.admitted_since(start);
+    assert_eq!(hashes, [first]);
+    assert_eq!(pool.admitted_since(next), (vec![], next));
+    let second = add_one(&pool, &state, transfer(1, 0, FEE, 1)).unwrap();
+    let third = add_one(&pool, &state, transfer(2, 0, FEE, 1)).unwrap();
+    assert_eq!(pool.admitted_since(next).0, [second, third]);
+    // Only the last two are kept: a filter that waited since the start lost the first.
+    let (hashes, end) = pool.admitted_since(start);
+    assert_eq!(hashes, [second, third]);
+    assert_eq!(end, pool.admission_position());
+}
