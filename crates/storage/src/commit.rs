@@ -19,7 +19,7 @@
 //!   the block the stored state is at (≤ head: the state layers hold the rest in memory).
 
 use alloy_primitives::{Address, B256, Bloom, U256};
-use alloy_rlp::{Decodable, Encodable};
+use alloy_rlp::Decodable;
 use rayon::prelude::*;
 use stave_primitives::{AccountDiff, AccountState, Header, Receipt, SealedBlock, StateDiff};
 
@@ -319,40 +319,17 @@ pub fn flush_state(
     store.write(batch)
 }
 
-/// The RLP list of `receipts`, its items encoded on all cores when `parallel`: the same
-/// bytes as `alloy_rlp::encode_list`.
-fn encode_receipts(receipts: &[Receipt], parallel: bool) -> Vec<u8> {
-    if !parallel {
-        let mut out = Vec::new();
-        alloy_rlp::encode_list(receipts, &mut out);
-        return out;
-    }
-    let chunks: Vec<Vec<u8>> = receipts
-        .par_chunks(ITEMS_PER_TASK)
-        .map(|chunk| {
-            let mut out = Vec::with_capacity(chunk.iter().map(Encodable::length).sum());
-            chunk.iter().for_each(|receipt| receipt.encode(&mut out));
-            out
-        })
-        .collect();
-    let payload_length = chunks.iter().map(Vec::len).sum();
-    let header = alloy_rlp::Header {
-        list: true,
-        payload_length,
-    };
-    let mut out = Vec::with_capacity(header.length() + payload_length);
-    header.encode(&mut out);
-    chunks.iter().for_each(|chunk| out.extend_from_slice(chunk));
-    out
-}
-
 /// Encodes everything a block writes into one batch, on all cores when `parallel`
 /// (the serial path is the baseline `stave bench` compares against).
 pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBatch {
     let block = input.block;
     let number = block.number().to_be_bytes();
     let hash = block.hash();
-    let receipts = || encode_receipts(input.receipts, parallel);
+    let receipts = || {
+        let mut out = Vec::new();
+        alloy_rlp::encode_list(input.receipts, &mut out);
+        out
+    };
     // The state and the transaction index go together: both are at the flushed height.
     let state = || {
         input
