@@ -35,6 +35,8 @@ struct Reference {
     stream: std::path::PathBuf,
     /// Each height's block hash.
     hashes: Vec<B256>,
+    /// Each height's transaction hashes, in block order.
+    tx_hashes: Vec<Vec<B256>>,
 }
 
 /// Builds the reference chain in `dir/reference` and writes its genesis and block stream
@@ -47,8 +49,9 @@ fn reference(dir: &std::path::Path) -> Reference {
     let mut chain = Chain::open(&store, &spec, 2).expect("opens");
     let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
     let mut stream = Vec::new();
+    let mut tx_hashes = vec![Vec::new()];
     for block in 0..BLOCKS {
-        let txs = (0..ACCOUNTS)
+        let txs: Vec<RecoveredTx> = (0..ACCOUNTS)
             .map(|i| {
                 let signer = LocalSigner::from_secret(&dev_account(i).secret).expect("key");
                 let to = Address::with_last_byte((block % 200) as u8);
@@ -59,6 +62,7 @@ fn reference(dir: &std::path::Path) -> Reference {
                 }
             })
             .collect();
+        tx_hashes.push(txs.iter().map(|tx| tx.tx.hash()).collect());
         stream.extend(chain.build(txs, 1_700_000_000 + block).expect("builds"));
     }
     let hashes = (0..=BLOCKS)
@@ -76,6 +80,7 @@ fn reference(dir: &std::path::Path) -> Reference {
         genesis,
         stream: stream_path,
         hashes,
+        tx_hashes,
     }
 }
 
@@ -117,6 +122,7 @@ fn sigkill_during_import_loses_no_committed_block_and_keeps_state_consistent() {
         genesis,
         stream: stream_path,
         hashes,
+        tx_hashes,
     } = reference(dir.path());
     let datadir = dir.path().join("victim");
 
@@ -174,6 +180,18 @@ fn sigkill_during_import_loses_no_committed_block_and_keeps_state_consistent() {
                 .expect("reads")
                 .map_or(0, |account| account.nonce);
             assert_eq!(nonce, number);
+            // Every committed transaction is found where it is (the tx index of the flushed
+            // blocks on disk, of the others in the replayed layers); none of a lost block.
+            for (n, block_txs) in tx_hashes.iter().enumerate() {
+                for (index, tx_hash) in block_txs.iter().enumerate() {
+                    let expected = (n as u64 <= number).then_some((n as u64, index as u32));
+                    assert_eq!(
+                        state.tx_location(*tx_hash).expect("reads"),
+                        expected,
+                        "tx {index} of block {n}, head {number}"
+                    );
+                }
+            }
         }
         if last_head == BLOCKS {
             // Finished before the kill landed: start over so the kills keep hitting work.
@@ -219,6 +237,7 @@ fn a_full_disk_stops_import_with_a_clear_error_and_loses_nothing() {
         genesis,
         stream: stream_path,
         hashes,
+        ..
     } = reference(dir.path());
     let datadir = dir.path().join("full");
     let import = import_command(&datadir, &genesis, &stream_path);
