@@ -31,6 +31,19 @@ async function main() {
     onError: (error) => console.error('watchBlocks:', error.message),
     emitOnBegin: false,
   });
+  // Pending transactions, over the WebSocket (eth_subscribe) and over HTTP (a polled filter).
+  const pendingWs = [];
+  const pendingHttp = [];
+  const unwatchPendingWs = ws.watchPendingTransactions({
+    onTransactions: (hashes) => pendingWs.push(...hashes),
+    onError: (error) => console.error('watchPendingTransactions (ws):', error.message),
+  });
+  const unwatchPendingHttp = client.watchPendingTransactions({
+    onTransactions: (hashes) => pendingHttp.push(...hashes),
+    onError: (error) => console.error('watchPendingTransactions (http):', error.message),
+  });
+  // Let both install before the first transaction goes in.
+  await new Promise((r) => setTimeout(r, 500));
 
   // ETH transfer.
   const before = await client.getBalance({ address: bob.address });
@@ -86,8 +99,15 @@ async function main() {
 
   for (let i = 0; i < 50 && heads.length === 0; i++) await new Promise((r) => setTimeout(r, 100));
   assert.ok(heads.length > 0, 'no newHeads notification');
+  for (let i = 0; i < 50 && !(pendingWs.includes(hash) && pendingHttp.includes(hash)); i++) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.ok(pendingWs.includes(hash), 'the transfer was not reported to the pending subscription');
+  assert.ok(pendingHttp.includes(hash), 'the transfer was not reported to the pending filter');
   unwatch();
-  console.log(JSON.stringify({ client: 'viem', ok: true, heads: heads.length }));
+  unwatchPendingWs();
+  unwatchPendingHttp();
+  console.log(JSON.stringify({ client: 'viem', ok: true, heads: heads.length, pending: [pendingWs.length, pendingHttp.length] }));
   process.exit(0);
 }
 

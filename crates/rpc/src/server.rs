@@ -35,6 +35,8 @@ use crate::{
     filters::{FilterKind, Filters},
 };
 
+/// How often a `newPendingTransactions` subscription reads the pool's admission log.
+const PENDING_POLL: Duration = Duration::from_millis(100);
 /// How much longer than the EVM timeout a call's answer is awaited (see `Rpc::evm`).
 const EVM_GRACE: Duration = Duration::from_secs(1);
 
@@ -766,10 +768,13 @@ impl EthApiServer for Rpc {
         kind: String,
         filter: Option<Filter>,
     ) -> SubscriptionResult {
+        if kind == "newPendingTransactions" {
+            return self.pending_transactions(pending).await;
+        }
         if kind != "newHeads" && kind != "logs" {
             pending
                 .reject(RpcError::InvalidParams(format!(
-                    "unsupported subscription {kind:?}: newHeads and logs are"
+                    "unsupported subscription {kind:?}: newHeads, logs and newPendingTransactions are"
                 )))
                 .await;
             return Ok(());
@@ -792,6 +797,27 @@ impl EthApiServer for Rpc {
             let items = notifications(&kind, &filter, &produced);
             for item in items {
                 sink.send(serde_json::value::to_raw_value(&item)?).await?;
+            }
+        }
+    }
+}
+
+impl Rpc {
+    /// A `newPendingTransactions` subscription: the hash of every transaction the pool
+    /// admits from now on, read from its admission log every [`PENDING_POLL`].
+    async fn pending_transactions(&self, pending: PendingSubscriptionSink) -> SubscriptionResult {
+        let sink = pending.accept().await?;
+        let mut next = self.0.pool.admission_position();
+        let mut ticks = tokio::time::interval(PENDING_POLL);
+        loop {
+            tokio::select! {
+                _ = sink.closed() => return Ok(()),
+                _ = ticks.tick() => {}
+            }
+            let (hashes, end) = self.0.pool.admitted_since(next);
+            next = end;
+            for hash in hashes {
+                sink.send(serde_json::value::to_raw_value(&hash)?).await?;
             }
         }
     }
