@@ -45,6 +45,16 @@ async fn serve_one(
     (address, serving)
 }
 
+/// How the server side of [`serve_one`] ended, within [`LIMIT`].
+async fn server_outcome(
+    serving: tokio::task::JoinHandle<Result<stave_net::NodeId, TlsError>>,
+) -> Result<stave_net::NodeId, TlsError> {
+    timeout(LIMIT, serving)
+        .await
+        .expect("in time")
+        .expect("task")
+}
+
 /// A mutual-TLS handshake between `server` (dialled as `server_name`) and `client` that
 /// must succeed, each side learning the other's node id (`server_id`, `client_id`).
 async fn handshake_succeeds(
@@ -61,10 +71,7 @@ async fn handshake_succeeds(
         .expect("in time")
         .expect("handshake");
     assert_eq!(peer, server_id);
-    let seen = timeout(LIMIT, serving)
-        .await
-        .expect("in time")
-        .expect("task");
+    let seen = server_outcome(serving).await;
     assert_eq!(seen.expect("accepted"), client_id);
 }
 
@@ -136,10 +143,7 @@ async fn a_certificate_from_another_ca_is_refused() {
         .await
         .expect("in time");
     assert!(dialled.is_err());
-    let served = timeout(LIMIT, serving)
-        .await
-        .expect("in time")
-        .expect("task");
+    let served = server_outcome(serving).await;
     assert!(matches!(served, Err(TlsError::Io(_))), "{served:?}");
 }
 
@@ -158,10 +162,7 @@ async fn a_node_off_the_allow_list_is_refused() {
     let _ = timeout(LIMIT, client.connect("node0.stave", socket))
         .await
         .expect("in time");
-    let served = timeout(LIMIT, serving)
-        .await
-        .expect("in time")
-        .expect("task");
+    let served = server_outcome(serving).await;
     let stranger_id = stranger.node_id().expect("id");
     assert!(
         matches!(served, Err(TlsError::NotAllowed(id)) if id == stranger_id),
@@ -187,10 +188,7 @@ async fn a_plain_tcp_peer_is_refused_before_any_frame_is_read() {
     let _ = plain
         .write_all(&encode_frame(&frame, &FrameConfig::default()).expect("encodes"))
         .await;
-    let served = timeout(LIMIT, serving)
-        .await
-        .expect("in time")
-        .expect("task");
+    let served = server_outcome(serving).await;
     assert!(matches!(served, Err(TlsError::Io(_))), "{served:?}");
 }
 
