@@ -554,6 +554,13 @@ impl<'s> Chain<'s> {
         Ok(())
     }
 
+    /// Writes every state layer to disk, for a node that stops cleanly: its next start
+    /// re-executes nothing. Not to be called while blocks are still being committed.
+    pub fn flush_all(&self) -> Result<(), ImportError> {
+        self.layers.flush_all(self.parallel())?;
+        Ok(())
+    }
+
     /// Writes the block, then adds its state to the layers and flushes the oldest ones if
     /// enough piled up. A block already stored changes nothing.
     fn commit_parts(

@@ -193,6 +193,12 @@ impl<'s> BlockProducer<'s> {
         self.chain.validate_on(ancestors, bytes, latest_timestamp)
     }
 
+    /// Stops producing: writes the state the layers hold to disk, so that the next start
+    /// re-executes no block.
+    pub fn close(self) -> Result<(), ImportError> {
+        self.chain.flush_all()
+    }
+
     /// Commits a speculative block once consensus finalized it (a child of the head).
     pub fn commit_final(&mut self, block: SpeculativeBlock) -> Result<Produced, ImportError> {
         let (prepared, included) = self.chain.commit_speculative(block)?;

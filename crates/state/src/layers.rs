@@ -296,13 +296,30 @@ impl<'s> StateLayers<'s> {
     /// [`FLUSH_BATCH`] of them have piled up, and drops them from memory. Returns the new
     /// disk height, if it moved.
     pub fn flush(&self, parallel: bool) -> Result<Option<u64>, StateLayerError> {
+        self.flush_beyond(KEPT_LAYERS, FLUSH_BATCH, parallel)
+    }
+
+    /// Writes every layer to disk in one transaction, for a node that is stopping: a
+    /// restart then has no block to re-execute. Returns the new disk height, if it moved.
+    pub fn flush_all(&self, parallel: bool) -> Result<Option<u64>, StateLayerError> {
+        self.flush_beyond(0, 1, parallel)
+    }
+
+    /// Writes the layers below the newest `keep` to disk, once at least `batch` of them
+    /// have piled up.
+    fn flush_beyond(
+        &self,
+        keep: usize,
+        batch: usize,
+        parallel: bool,
+    ) -> Result<Option<u64>, StateLayerError> {
         let _one = self.flushing.lock();
         let oldest: Vec<Arc<DiffLayer>> = {
             let layers = self.layers.read();
-            if layers.len() < KEPT_LAYERS + FLUSH_BATCH {
+            if layers.len() < keep + batch {
                 return Ok(None);
             }
-            layers[..layers.len() - KEPT_LAYERS].to_vec()
+            layers[..layers.len() - keep].to_vec()
         };
         let Some(height) = oldest.last().map(|layer| layer.number) else {
             return Ok(None);

@@ -121,9 +121,19 @@ proptest! {
         }
         prop_assert_eq!(layers.tx_location(tx_hash(blocks as u64 + 1, 0)).expect("reads"), None);
         // The disk alone holds the flushed state.
-        drop(layers);
         let reopened = StateLayers::new(&store, flushed, 64);
         assert_same(&reopened.latest(), &history[flushed as usize], "disk after reopening");
+        drop(reopened);
+        // A clean stop writes every layer: the disk then holds the head's state and index.
+        prop_assert_eq!(layers.flush_all(true).expect("flushes"), Some(blocks as u64));
+        prop_assert_eq!(layers.flush_all(true).expect("flushes"), None);
+        drop(layers);
+        let reopened = StateLayers::new(&store, blocks as u64, 64);
+        assert_same(&reopened.latest(), &history[blocks], "disk after a full flush");
+        prop_assert_eq!(
+            commit::tx_location(&store, tx_hash(blocks as u64, 1)).expect("reads"),
+            Some((blocks as u64, 1))
+        );
     }
 }
 

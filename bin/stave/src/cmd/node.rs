@@ -389,5 +389,7 @@ fn produce_blocks(
         // No subscriber is not an error.
         let _ = heads.send(Arc::new(produced));
     }
-    Ok(())
+    producer
+        .close()
+        .context("writing the state to disk before stopping")
 }

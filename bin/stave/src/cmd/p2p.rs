@@ -200,7 +200,7 @@ pub fn follow_blocks(
             Ok(Some(block)) => {
                 pending.insert(block.number, (block.from, block.bytes));
             }
-            Ok(None) => return Ok(()),
+            Ok(None) => break,
             Err(_) => continue,
         }
         loop {
@@ -232,7 +232,9 @@ pub fn follow_blocks(
             }
         }
     }
-    Ok(())
+    producer
+        .close()
+        .context("writing the state to disk before stopping")
 }
 
 /// Imports `blocks` in order, overlapping their stages; on a refused block, charges the
