@@ -286,5 +286,18 @@ fn testnet_run_starts_every_node_and_stops_them_on_sigterm() {
         // Stopped by itself on SIGTERM (not killed after the runner's grace period).
         assert!(log.contains("SIGTERM: stopping"), "node {i}:\n{log}");
         assert!(log.contains("stopped at block"), "node {i}:\n{log}");
+        // Having written its state layers: the next start re-executes nothing.
+        let store =
+            stave_storage::LmdbStore::open(&root.path().join(format!("node{i}/data")), 1 << 30)
+                .expect("opens");
+        let head = stave_storage::commit::head(&store)
+            .expect("reads")
+            .map(|(number, _)| number);
+        assert!(head >= Some(2), "node {i}: head {head:?}");
+        assert_eq!(
+            stave_storage::commit::flushed_height(&store).expect("reads"),
+            head,
+            "node {i}"
+        );
     }
 }

@@ -65,6 +65,8 @@ pub enum Request {
         /// Marshal's acknowledgement, sent once the block is durable.
         ack: Exact,
     },
+    /// The node is stopping: answer nothing more, write the state to disk and return.
+    Stop,
 }
 
 /// The engine's handle on the chain: marshal's application and finalized-block reporter.
@@ -83,6 +85,13 @@ const POOL_POLL: Duration = Duration::from_millis(10);
 const MAX_CLOCK_DRIFT: u64 = 15;
 
 impl StaveApp {
+    /// Asks the chain actor to stop once the request it is answering is done: it writes
+    /// the state layers to disk and [`ChainActor::run`] returns. For a node shutting down.
+    pub fn stop_chain(&self) {
+        // An actor that already ended has nothing left to write.
+        let _ = self.requests.send(Request::Stop);
+    }
+
     /// Blocks from `ancestry` (newest first) down to the first one at or below the head,
     /// oldest first.
     async fn unfinalized(
@@ -222,12 +231,15 @@ pub fn chain_actor<'s, F: FnMut(&Produced)>(
 }
 
 impl<F: FnMut(&Produced)> ChainActor<'_, F> {
-    /// Answers requests until every [`StaveApp`] handle is dropped; stops at the first
-    /// block that cannot be committed (the node must not go on without it).
+    /// Answers requests until [`StaveApp::stop_chain`] or until every [`StaveApp`] handle
+    /// is dropped, then writes the state layers to disk (a restart re-executes nothing);
+    /// stops at the first block that cannot be committed (the node must not go on
+    /// without it).
     pub fn run(mut self) -> Result<(), ImportError> {
         let mut queued = None;
         while let Some(request) = queued.take().or_else(|| self.requests.recv().ok()) {
             match request {
+                Request::Stop => break,
                 Request::Propose {
                     ancestors,
                     timestamp,
@@ -283,7 +295,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                 }
             }
         }
-        Ok(())
+        self.producer.close()
     }
 
     /// Makes sure every block of `chain` (oldest first, the first a child of the head;

@@ -256,13 +256,12 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
 
         let stop = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        // The thread that makes blocks: the validator's chain actor (which ends only on
-        // an error: it waits on the engine) or the producer/follower loop (which ends at
-        // `stop`). `p2p` outlives it in this scope, so gossip keeps running.
-        let validating = config.consensus.is_some();
-        let (producing, p2p_kept) = match (&config.consensus, p2p) {
+        // The thread that makes blocks: the validator's chain actor (which ends on an error
+        // or when asked to stop) or the producer/follower loop (which ends at `stop`).
+        // `p2p` outlives it in this scope, so gossip keeps running.
+        let (producing, p2p_kept, chain_actor) = match (&config.consensus, p2p) {
             (Some(consensus), Some(p2p)) => {
-                let actor = validator::start(
+                let (actor, chain) = validator::start(
                     consensus,
                     ValidatorParts {
                         spec: &spec,
@@ -276,7 +275,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
                     },
                     done_tx,
                 )?;
-                (actor, Some(p2p))
+                (actor, Some(p2p), Some(chain))
             }
             (_, p2p) => {
                 let stop = stop.clone();
@@ -307,7 +306,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
                         result
                     })
                     .context("starting the block producer")?;
-                (producer, None)
+                (producer, None, None)
             }
         };
         let mut terminate =
@@ -319,15 +318,15 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
             _ = done_rx => {}
         }
         stop.store(true, Ordering::Relaxed);
-        let produced = if validating && !producing.is_finished() {
-            // The chain actor commits each block in one atomic write; stopping between
-            // or during them loses nothing (the engine replays what is not final).
-            Ok(())
-        } else {
-            producing
-                .join()
-                .map_err(|_| anyhow::anyhow!("the block producer panicked"))?
-        };
+        // A validator's chain actor stops after the request it is answering (each block
+        // commits in one atomic write; the engine replays what is not final) and writes
+        // its state layers; the producer or follower loop does the same at `stop`.
+        if let Some(chain) = &chain_actor {
+            chain.stop_chain();
+        }
+        let produced = producing
+            .join()
+            .map_err(|_| anyhow::anyhow!("the block producer panicked"))?;
         drop(p2p_kept);
         let _ = server.stop();
         server.stopped().await;

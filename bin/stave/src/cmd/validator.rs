@@ -12,7 +12,9 @@ use std::{
 
 use anyhow::Context;
 use serde::Deserialize;
-use stave_consensus::{ConsensusBlock, ValidatorConfig, chain_actor, keys, run_validator};
+use stave_consensus::{
+    ConsensusBlock, StaveApp, ValidatorConfig, chain_actor, keys, run_validator,
+};
 use stave_node::{BlockProducer, Produced};
 use stave_primitives::{ChainSpec, keccak256};
 use stave_txpool::TxPool;
@@ -75,13 +77,14 @@ fn namespace(spec: &ChainSpec, genesis: &ConsensusBlock) -> Vec<u8> {
 
 /// Starts this validator: checks its key against the genesis and the `[p2p]`
 /// certificate, then runs the chain actor and the engine on threads of their own.
-/// Returns the chain actor's thread, which ends (and then signals `done`) only on an
-/// error: a block that cannot be committed stops the node.
+/// Returns the chain actor's thread, which ends (and then signals `done`) on an error (a
+/// block that cannot be committed stops the node) or after [`StaveApp::stop_chain`] on
+/// the returned handle.
 pub fn start(
     config: &ConsensusConfig,
     parts: ValidatorParts<'_>,
     done: oneshot::Sender<()>,
-) -> anyhow::Result<JoinHandle<anyhow::Result<()>>> {
+) -> anyhow::Result<(JoinHandle<anyhow::Result<()>>, StaveApp)> {
     let ValidatorParts {
         spec,
         base,
@@ -161,12 +164,13 @@ pub fn start(
             result
         })
         .context("starting the chain actor")?;
+    let chain = app.clone();
     std::thread::Builder::new()
         .name("consensus".into())
         .spawn(move || run_validator(validator, app))
         .context("starting the consensus engine")?;
     println!("validator {public}: consensus on the P2P network");
-    Ok(actor)
+    Ok((actor, chain))
 }
 
 #[cfg(test)]
