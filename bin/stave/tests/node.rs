@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use stave_primitives::{Address, B256, U256};
 use stave_sdk::{LocalSigner, TxBuilder};
-use support::{Node, free_port};
+use support::{Node, free_port, quantity};
 
 /// The first Hardhat/Anvil dev account's key (public knowledge).
 const ALICE_KEY: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
@@ -231,9 +231,7 @@ fn sigkill_loses_no_block_rpc_reported() {
         // those blocks.
         for hash in &included {
             let receipt = node.result("eth_getTransactionReceipt", json!([hash]));
-            let number = receipt["blockNumber"]
-                .as_str()
-                .and_then(|hex| u64::from_str_radix(hex.trim_start_matches("0x"), 16).ok())
+            let number = quantity(&receipt["blockNumber"])
                 .unwrap_or_else(|| panic!("round {round}: no receipt for {hash}: {receipt}"));
             assert_eq!(
                 Some(&receipt["blockHash"]),

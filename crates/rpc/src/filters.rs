@@ -1,6 +1,7 @@
 //! Installed filters, as go-ethereum keeps them: `eth_newFilter`, `eth_newBlockFilter` and
-//! `eth_newPendingTransactionFilter` install one, `eth_getFilterChanges` returns what is new since the last poll, an idle
-//! filter expires after [`FILTER_IDLE_EXPIRY`], and at most [`MAX_FILTERS`] exist at once.
+//! `eth_newPendingTransactionFilter` install one, `eth_getFilterChanges` returns what is
+//! new since the last poll, an idle filter expires after [`FILTER_IDLE_EXPIRY`], and at
+//! most [`MAX_FILTERS`] exist at once.
 //! Clients polling over HTTP (ethers' contract events, web3.py's and web3j's filters) use
 //! them instead of subscriptions.
 

@@ -270,8 +270,6 @@ impl Rpc {
         })
     }
 
-    /// The logs `filter` matches in blocks `from..=to`, within the configured limits on
-    /// blocks scanned and logs returned.
     /// What a block filter (`filter` `None`) or a log filter reports from block `next` on,
     /// and the block its next poll starts at. At most as many blocks per poll as one
     /// eth_getLogs scans; the next poll goes on.
@@ -320,6 +318,8 @@ impl Rpc {
         Ok((changes, to + 1))
     }
 
+    /// The logs `filter` matches in blocks `from..=to`, within the configured limits on
+    /// blocks scanned and logs returned.
     fn logs_between(&self, filter: &Filter, from: u64, to: u64) -> Outcome<Vec<Log>> {
         if from > to {
             return Ok(Vec::new());

@@ -366,14 +366,16 @@ impl<'s> StateLayers<'s> {
     /// layer for the blocks after the flushed height, on disk for the others. A layer is
     /// dropped only after the flush wrote its positions, so none is ever missed.
     pub fn tx_location(&self, hash: B256) -> Result<Option<(u64, u32)>, StorageError> {
-        let stack: Vec<_> = self.layers.read().iter().rev().cloned().collect();
-        if let Some(found) = stack
+        let in_layers = self
+            .layers
+            .read()
             .iter()
-            .find_map(|layer| layer.txs.find(hash).map(|index| (layer.number, index)))
-        {
-            return Ok(Some(found));
+            .rev()
+            .find_map(|layer| layer.txs.find(hash).map(|index| (layer.number, index)));
+        match in_layers {
+            Some(found) => Ok(Some(found)),
+            None => commit::tx_location(self.store, hash),
         }
-        commit::tx_location(self.store, hash)
     }
 
     /// Reads per layer since the last [`StateLayers::take_reads`], and resets them.

@@ -19,6 +19,11 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("has an address").port()
 }
 
+/// A JSON-RPC quantity (`"0x1f"`) as a number; `None` if it is not one.
+pub fn quantity(value: &Value) -> Option<u64> {
+    u64::from_str_radix(value.as_str()?.trim_start_matches("0x"), 16).ok()
+}
+
 /// A `stave node` process, killed on drop.
 pub struct Node {
     /// The process.
@@ -80,7 +85,7 @@ impl Node {
         )
         .ok()?;
         let response: Value = serde_json::from_str(&body).ok()?;
-        u64::from_str_radix(response["result"].as_str()?.trim_start_matches("0x"), 16).ok()
+        quantity(&response["result"])
     }
 
     /// POSTs `body`; the node must answer.
@@ -144,9 +149,7 @@ impl Node {
 
     /// The head block number.
     pub fn head(&self) -> u64 {
-        let number = self.result("eth_blockNumber", json!([]));
-        u64::from_str_radix(number.as_str().expect("hex").trim_start_matches("0x"), 16)
-            .expect("number")
+        quantity(&self.result("eth_blockNumber", json!([]))).expect("a block number")
     }
 }
 
