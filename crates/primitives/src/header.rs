@@ -24,7 +24,7 @@ pub struct Header {
     pub base_fee_per_gas: u64,
     /// [`merkle_root`] of the transaction hashes, so a body can be checked before execution.
     pub transactions_root: B256,
-    /// [`merkle_root`] of the receipt hashes.
+    /// [`crate::receipts_root`] of the block's receipts.
     pub receipts_root: B256,
     /// Commitment to the state after the block.
     pub state_root: B256,

@@ -3,7 +3,8 @@
 //! Every other crate speaks these types. Transactions are alloy-consensus envelopes
 //! ([`SignedTx`]) decoded from their exact canonical bytes, checked by one stateless rule
 //! set ([`SignedTx::validate`]) and recovered with libsecp256k1 into a [`RecoveredTx`].
-//! Headers commit to their transactions through [`merkle_root`], computed with rayon.
+//! Headers commit to their transactions through [`merkle_root`], and to their receipts
+//! and state changes through [`chunked_root`], computed with rayon.
 //! A [`ChainSpec`] comes from a go-ethereum genesis file.
 //!
 //! ```
@@ -26,8 +27,8 @@ pub use alloy_primitives::{Address, B256, Bytes, Signature, U256, keccak256};
 pub use chainspec::{ChainSpec, DEFAULT_BASE_FEE, DEV_BALANCE_WEI, DEV_GAS_LIMIT};
 pub use error::{ChainSpecError, TxError};
 pub use header::{Block, Header, SealedBlock, SealedHeader};
-pub use merkle::merkle_root;
-pub use receipt::{Receipt, receipt_hash, receipts_root};
+pub use merkle::{ITEMS_PER_LEAF, chunked_root, merkle_root};
+pub use receipt::{Receipt, receipts_root};
 pub use state::{AccountDiff, AccountState, StateDiff, state_root};
 pub use transaction::{
     IntrinsicGas, MAX_INITCODE_SIZE, MAX_TX_SIZE, RecoveredTx, SignedTx, TxSummary,

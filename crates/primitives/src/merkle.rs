@@ -1,6 +1,8 @@
-//! The binary Merkle root that commits a block header to its transactions (and receipts).
+//! The binary Merkle roots that commit a block header to its transactions, receipts and
+//! state changes.
 //!
-//! Leaves are hashes (of transactions, of receipts). Each level hashes pairs `keccak256(left || right)`;
+//! [`merkle_root`]: leaves are hashes (of transactions, or of [`chunked_root`]'s leaves).
+//! Each level hashes pairs `keccak256(left || right)`;
 //! an odd node at the end of a level moves up unpaired (never duplicated, so two lists
 //! cannot share a root the way Bitcoin's CVE-2012-2459 allowed). The root is
 //! `keccak256(count as u64 big-endian || top)`, so a list and the list of its inner nodes
@@ -12,6 +14,16 @@ use rayon::prelude::*;
 /// Below this many nodes a level is hashed on the calling thread: a keccak of 64 bytes
 /// costs ~200 ns, less than handing the work to the pool.
 const PARALLEL_MIN_NODES: usize = 1024;
+
+/// Below this many leaves a [`chunked_root`] is hashed on the calling thread: a block's
+/// 2,500 receipts or 5,000 account changes take 0.1 to 1.4 ms there, while handing them
+/// to the pool when the pipeline's other stages keep its threads busy cost up to 8 ms
+/// of waiting (measured in `stave bench pipeline`).
+const PARALLEL_MIN_LEAVES: usize = 512;
+
+/// Items per leaf of a [`chunked_root`]: 32, so a leaf of small items (a transfer's receipt
+/// is 10 bytes) fills keccak's 136-byte blocks instead of paying a whole permutation each.
+pub const ITEMS_PER_LEAF: usize = 32;
 
 /// The Merkle root over `hashes`; a header's `transactions_root` is this over its txs' hashes.
 pub fn merkle_root(hashes: &[B256]) -> B256 {
@@ -30,6 +42,37 @@ pub fn merkle_root(hashes: &[B256]) -> B256 {
     preimage[..8].copy_from_slice(&(hashes.len() as u64).to_be_bytes());
     preimage[8..].copy_from_slice(top.as_slice());
     keccak256(preimage)
+}
+
+/// The [`merkle_root`] over leaves of [`ITEMS_PER_LEAF`] consecutive items each, a leaf
+/// being `keccak256` of its items' encodings concatenated; leaves are hashed in parallel.
+/// `encode` must append a prefix-free encoding (no item's a prefix of another's, as RLP's),
+/// so that a leaf's bytes determine its items and the root determines the whole list.
+///
+/// Hashing each item on its own would cost at least one keccak permutation per item plus
+/// one per tree node; leaves of 32 items cost about one per 136 bytes of encoding: for
+/// 2,500 transfer receipts, about 300 permutations instead of 7,500.
+pub fn chunked_root<T: Sync>(items: &[T], encode: impl Fn(&T, &mut Vec<u8>) + Sync) -> B256 {
+    let hash_leaf = |bytes: &mut Vec<u8>, chunk: &[T]| {
+        bytes.clear();
+        for item in chunk {
+            encode(item, bytes);
+        }
+        keccak256(&bytes)
+    };
+    let leaves: Vec<B256> = if items.len() < PARALLEL_MIN_LEAVES * ITEMS_PER_LEAF {
+        let mut bytes = Vec::new();
+        items
+            .chunks(ITEMS_PER_LEAF)
+            .map(|chunk| hash_leaf(&mut bytes, chunk))
+            .collect()
+    } else {
+        items
+            .par_chunks(ITEMS_PER_LEAF)
+            .map_init(Vec::new, hash_leaf)
+            .collect()
+    };
+    merkle_root(&leaves)
 }
 
 fn hash_pair(pair: &[B256]) -> B256 {
@@ -94,6 +137,39 @@ mod tests {
         // A list and the list of its level-one nodes differ.
         let inner: Vec<B256> = l[..4].chunks(2).map(hash_pair).collect();
         assert_ne!(merkle_root(&l[..4]), merkle_root(&inner));
+    }
+
+    fn encode_bytes(item: &Vec<u8>, out: &mut Vec<u8>) {
+        alloy_rlp::Encodable::encode(item.as_slice(), out);
+    }
+
+    #[test]
+    fn chunked_root_is_the_merkle_root_of_its_leaves_and_commits_to_every_item() {
+        let items: Vec<Vec<u8>> = (0..70u8).map(|i| vec![i; usize::from(i % 5)]).collect();
+        let leaf = |chunk: &[Vec<u8>]| {
+            let mut bytes = Vec::new();
+            chunk.iter().for_each(|item| encode_bytes(item, &mut bytes));
+            keccak256(bytes)
+        };
+        let leaves: Vec<B256> = items.chunks(ITEMS_PER_LEAF).map(leaf).collect();
+        assert_eq!(leaves.len(), 3);
+        let root = chunked_root(&items, encode_bytes);
+        assert_eq!(root, merkle_root(&leaves));
+        // Order, content, and the count within one leaf all change the root.
+        let mut swapped = items.clone();
+        swapped.swap(40, 41);
+        assert_ne!(root, chunked_root(&swapped, encode_bytes));
+        let mut changed = items.clone();
+        changed[69].push(0);
+        assert_ne!(root, chunked_root(&changed, encode_bytes));
+        assert_ne!(root, chunked_root(&items[..69], encode_bytes));
+        // Two items cannot pass for one: [a, b] and [a ‖ b] differ.
+        let joined = vec![[items[1].clone(), items[2].clone()].concat()];
+        assert_ne!(
+            chunked_root(&items[1..3], encode_bytes),
+            chunked_root(&joined, encode_bytes)
+        );
+        assert_eq!(chunked_root::<Vec<u8>>(&[], encode_bytes), merkle_root(&[]));
     }
 
     #[test]

@@ -1,24 +1,35 @@
 //! Transaction receipts: status, cumulative gas, logs and their bloom.
 
-use alloy_primitives::{B256, Log, keccak256};
+use alloy_primitives::{B256, Log};
 use alloy_rlp::Encodable;
 
-use crate::merkle::merkle_root;
+use crate::merkle::chunked_root;
 
 /// A receipt as Ethereum defines it (status, cumulative gas used, logs) with its logs
 /// bloom, in alloy's types so RPC clients read it unchanged.
 pub type Receipt = alloy_consensus::ReceiptWithBloom<alloy_consensus::Receipt<Log>>;
 
-/// keccak-256 of the receipt's RLP encoding: the leaf of the header's `receipts_root`.
-pub fn receipt_hash(receipt: &Receipt) -> B256 {
-    let mut out = Vec::with_capacity(receipt.length());
-    receipt.encode(&mut out);
-    keccak256(out)
+/// Appends what `receipts_root` commits to of a receipt: the RLP list `[status,
+/// cumulative_gas_used, logs]`, without the bloom, which is a function of the logs (so
+/// hashing its 256 bytes would commit to nothing more).
+fn encode_committed(receipt: &Receipt, out: &mut Vec<u8>) {
+    let fields = &receipt.receipt;
+    let payload_length =
+        fields.status.length() + fields.cumulative_gas_used.length() + fields.logs.length();
+    alloy_rlp::Header {
+        list: true,
+        payload_length,
+    }
+    .encode(out);
+    fields.status.encode(out);
+    fields.cumulative_gas_used.encode(out);
+    fields.logs.encode(out);
 }
 
-/// The header's `receipts_root`: the [`merkle_root`] over the receipts' hashes.
+/// The header's `receipts_root`: the [`chunked_root`] over the receipts' RLP without their
+/// blooms. A receipt is proven by its leaf's 32 receipts and the Merkle path.
 pub fn receipts_root(receipts: &[Receipt]) -> B256 {
-    merkle_root(&receipts.iter().map(receipt_hash).collect::<Vec<_>>())
+    chunked_root(receipts, encode_committed)
 }
 
 #[cfg(test)]
@@ -62,9 +73,24 @@ mod tests {
             Receipt::decode(&mut bytes.as_slice()).expect("decodes"),
             receipt
         );
-        assert_ne!(
-            receipt_hash(&receipt),
-            receipt_hash(&make_receipt(false, vec![]))
+        // The committed encoding is the list [status, cumulative gas, logs], nothing more.
+        let mut committed = Vec::new();
+        encode_committed(&receipt, &mut committed);
+        let mut rest = committed.as_slice();
+        let header = alloy_rlp::Header::decode(&mut rest).expect("a list header");
+        assert!(header.list);
+        assert_eq!(header.payload_length, rest.len());
+        let status = alloy_consensus::Eip658Value::decode(&mut rest).expect("status");
+        let gas = u64::decode(&mut rest).expect("gas");
+        let logs = Vec::<Log>::decode(&mut rest).expect("logs");
+        assert!(rest.is_empty());
+        assert_eq!(
+            (status, gas, logs),
+            (
+                receipt.receipt.status,
+                receipt.receipt.cumulative_gas_used,
+                receipt.receipt.logs.clone()
+            )
         );
         let failed = make_receipt(false, vec![]);
         assert_ne!(

@@ -4,9 +4,8 @@
 use std::collections::BTreeMap;
 
 use alloy_primitives::{Address, B256, Bytes, KECCAK256_EMPTY, U256, keccak256};
-use rayon::prelude::*;
 
-use crate::{ChainSpec, merkle::merkle_root};
+use crate::{ChainSpec, merkle::chunked_root};
 
 /// An account as state stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,10 +79,48 @@ impl StateDiff {
     }
 }
 
+/// One entry of a block's changes, as the state root hashes it.
+enum Change<'d> {
+    Account(&'d Address, &'d AccountDiff),
+    Code(&'d B256),
+}
+
+impl Change<'_> {
+    /// Appends the entry's prefix-free encoding: a kind byte, then fixed-width fields, and
+    /// for an account the count of its slots before them.
+    fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            Self::Account(address, change) => {
+                out.push(b'a');
+                out.extend_from_slice(address.as_slice());
+                match change.info {
+                    Some(info) => {
+                        out.push(1);
+                        out.extend_from_slice(&info.nonce.to_be_bytes());
+                        out.extend_from_slice(&info.balance.to_be_bytes::<32>());
+                        out.extend_from_slice(info.code_hash.as_slice());
+                    }
+                    None => out.push(0),
+                }
+                out.push(u8::from(change.storage_cleared));
+                out.extend_from_slice(&(change.storage.len() as u64).to_be_bytes());
+                for (slot, value) in &change.storage {
+                    out.extend_from_slice(&slot.to_be_bytes::<32>());
+                    out.extend_from_slice(&value.to_be_bytes::<32>());
+                }
+            }
+            Self::Code(hash) => {
+                out.push(b'c');
+                out.extend_from_slice(hash.as_slice());
+            }
+        }
+    }
+}
+
 /// The header's `state_root` after a block: `keccak256(parent_root ‖ diff_root)`, where
-/// `diff_root` is the [`merkle_root`] over one hash per changed account (its address, new
-/// fields or deletion, storage-cleared flag, and written slots in slot order) and one per
-/// deployed code, computed in parallel.
+/// `diff_root` is the [`chunked_root`] over the changed accounts in address order (each
+/// with its new fields or deletion, storage-cleared flag, and written slots in slot order)
+/// and then the hashes of deployed code, computed in parallel.
 ///
 /// What it proves: two nodes with the same genesis and the same root applied the same
 /// sequence of state changes, so their states are equal; a node that executed a block
@@ -91,33 +128,15 @@ impl StateDiff {
 /// not a trie over the state, so there are no proofs of single accounts (no
 /// `eth_getProof`) and verifying it needs every diff since genesis.
 pub fn state_root(parent_root: B256, diff: &StateDiff) -> B256 {
-    let accounts: Vec<(&Address, &AccountDiff)> = diff.accounts.iter().collect();
-    let mut leaves: Vec<B256> = accounts
-        .par_iter()
-        .map(|(address, change)| {
-            let mut bytes = Vec::with_capacity(20 + 74 + 64 * change.storage.len());
-            bytes.extend_from_slice(address.as_slice());
-            match change.info {
-                Some(info) => {
-                    bytes.push(1);
-                    bytes.extend_from_slice(&info.nonce.to_be_bytes());
-                    bytes.extend_from_slice(&info.balance.to_be_bytes::<32>());
-                    bytes.extend_from_slice(info.code_hash.as_slice());
-                }
-                None => bytes.push(0),
-            }
-            bytes.push(u8::from(change.storage_cleared));
-            for (slot, value) in &change.storage {
-                bytes.extend_from_slice(&slot.to_be_bytes::<32>());
-                bytes.extend_from_slice(&value.to_be_bytes::<32>());
-            }
-            keccak256(bytes)
-        })
+    let changes: Vec<Change<'_>> = diff
+        .accounts
+        .iter()
+        .map(|(address, change)| Change::Account(address, change))
+        .chain(diff.codes.keys().map(Change::Code))
         .collect();
-    leaves.extend(diff.codes.keys().copied());
     let mut preimage = [0u8; 64];
     preimage[..32].copy_from_slice(parent_root.as_slice());
-    preimage[32..].copy_from_slice(merkle_root(&leaves).as_slice());
+    preimage[32..].copy_from_slice(chunked_root(&changes, Change::encode).as_slice());
     keccak256(preimage)
 }
 
@@ -156,5 +175,10 @@ mod tests {
         let mut deleted = diff(5);
         deleted.accounts.values_mut().for_each(|c| c.info = None);
         assert_ne!(root, state_root(B256::ZERO, &deleted));
+        let mut deployed = diff(5);
+        deployed
+            .codes
+            .insert(B256::repeat_byte(7), Bytes::from_static(&[0x00]));
+        assert_ne!(root, state_root(B256::ZERO, &deployed));
     }
 }
