@@ -1,15 +1,12 @@
 //! The stack: diff layers (L2) over an origin pool (L1.5), a clean cache (L3) and the
 //! disk layer, and the snapshots the executor and RPC read through.
 
-use std::{
-    collections::HashMap,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
-use alloy_primitives::{Address, B256, Bytes, U256};
+use alloy_primitives::{Address, B256, Bytes, U256, map::HashMap};
 use parking_lot::{Mutex, RwLock};
 use stave_exec::{AccountState, StateError, StateReader};
 use stave_primitives::StateDiff;
@@ -128,7 +125,7 @@ impl<'s> StateLayers<'s> {
             layers: RwLock::new(Vec::with_capacity(KEPT_LAYERS + FLUSH_BATCH + 1)),
             flushed: AtomicU64::new(flushed),
             clean: quick_cache::sync::Cache::new(clean_entries.max(1)),
-            origin: std::array::from_fn(|_| RwLock::new(HashMap::new())),
+            origin: std::array::from_fn(|_| RwLock::new(HashMap::default())),
             gate: RwLock::new(()),
             flushing: Mutex::new(()),
             counters: Counters::default(),
