@@ -3,7 +3,9 @@
 //! error, or they decode to something whose canonical encoding is exactly the input.
 
 use stave_codec::{decode_block, decode_transactions, encode_block, encode_transactions};
-use stave_primitives::{SignedTx, decode_and_validate};
+use stave_primitives::{
+    SignedTx, decode_and_validate, decode_stored_receipts, encode_stored_receipts,
+};
 
 /// The offset-indexed transaction list decoder.
 pub fn indexed_list(data: &[u8]) {
@@ -32,4 +34,15 @@ pub fn transaction(data: &[u8]) {
         );
     }
     let _ = decode_and_validate(data, Some(1));
+}
+
+/// Stored receipts (without blooms): what decodes re-encodes to exactly the input.
+pub fn stored_receipts(data: &[u8]) {
+    if let Ok(receipts) = decode_stored_receipts(data) {
+        assert_eq!(
+            encode_stored_receipts(&receipts),
+            data,
+            "decoding accepted non-canonical stored receipts"
+        );
+    }
 }

@@ -33,3 +33,8 @@ fn block_corpus_holds() {
 fn transaction_corpus_holds() {
     assert!(replay("transaction", checks::transaction) > 0);
 }
+
+#[test]
+fn stored_receipts_corpus_holds() {
+    assert!(replay("stored_receipts", checks::stored_receipts) > 0);
+}

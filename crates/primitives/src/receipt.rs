@@ -1,7 +1,7 @@
 //! Transaction receipts: status, cumulative gas, logs and their bloom.
 
 use alloy_primitives::{B256, Log};
-use alloy_rlp::Encodable;
+use alloy_rlp::{Decodable, Encodable};
 
 use crate::merkle::chunked_root;
 
@@ -9,10 +9,10 @@ use crate::merkle::chunked_root;
 /// bloom, in alloy's types so RPC clients read it unchanged.
 pub type Receipt = alloy_consensus::ReceiptWithBloom<alloy_consensus::Receipt<Log>>;
 
-/// Appends what `receipts_root` commits to of a receipt: the RLP list `[status,
-/// cumulative_gas_used, logs]`, without the bloom, which is a function of the logs (so
-/// hashing its 256 bytes would commit to nothing more).
-fn encode_committed(receipt: &Receipt, out: &mut Vec<u8>) {
+/// Appends a receipt's RLP without its bloom, the list `[status, cumulative_gas_used,
+/// logs]`: what `receipts_root` commits to and what storage keeps. The bloom is a function
+/// of the logs, so its 256 bytes (95% of a transfer's receipt) would add nothing.
+fn encode_without_bloom(receipt: &Receipt, out: &mut Vec<u8>) {
     let fields = &receipt.receipt;
     let payload_length =
         fields.status.length() + fields.cumulative_gas_used.length() + fields.logs.length();
@@ -26,10 +26,68 @@ fn encode_committed(receipt: &Receipt, out: &mut Vec<u8>) {
     fields.logs.encode(out);
 }
 
+/// Decodes one [`encode_without_bloom`] item and computes its bloom from its logs.
+fn decode_without_bloom(buf: &mut &[u8]) -> alloy_rlp::Result<Receipt> {
+    let header = alloy_rlp::Header::decode(buf)?;
+    if !header.list {
+        return Err(alloy_rlp::Error::UnexpectedString);
+    }
+    let (mut fields, rest) = buf
+        .split_at_checked(header.payload_length)
+        .ok_or(alloy_rlp::Error::InputTooShort)?;
+    let status = alloy_consensus::Eip658Value::decode(&mut fields)?;
+    let cumulative_gas_used = u64::decode(&mut fields)?;
+    let logs = Vec::<Log>::decode(&mut fields)?;
+    if !fields.is_empty() {
+        return Err(alloy_rlp::Error::ListLengthMismatch {
+            expected: header.payload_length,
+            got: header.payload_length - fields.len(),
+        });
+    }
+    *buf = rest;
+    Ok(alloy_consensus::Receipt {
+        status,
+        cumulative_gas_used,
+        logs,
+    }
+    .into())
+}
+
+/// A block's receipts as storage keeps them: an RLP list of receipts without their
+/// blooms, which [`decode_stored_receipts`] computes again.
+pub fn encode_stored_receipts(receipts: &[Receipt]) -> Vec<u8> {
+    let mut items = Vec::new();
+    receipts
+        .iter()
+        .for_each(|receipt| encode_without_bloom(receipt, &mut items));
+    let mut out = Vec::with_capacity(items.len() + 9);
+    alloy_rlp::Header {
+        list: true,
+        payload_length: items.len(),
+    }
+    .encode(&mut out);
+    out.extend_from_slice(&items);
+    out
+}
+
+/// The receipts [`encode_stored_receipts`] wrote, blooms included; an error for any other
+/// bytes.
+pub fn decode_stored_receipts(mut bytes: &[u8]) -> alloy_rlp::Result<Vec<Receipt>> {
+    let header = alloy_rlp::Header::decode(&mut bytes)?;
+    if !header.list || header.payload_length != bytes.len() {
+        return Err(alloy_rlp::Error::UnexpectedLength);
+    }
+    let mut receipts = Vec::new();
+    while !bytes.is_empty() {
+        receipts.push(decode_without_bloom(&mut bytes)?);
+    }
+    Ok(receipts)
+}
+
 /// The header's `receipts_root`: the [`chunked_root`] over the receipts' RLP without their
 /// blooms. A receipt is proven by its leaf's 32 receipts and the Merkle path.
 pub fn receipts_root(receipts: &[Receipt]) -> B256 {
-    chunked_root(receipts, encode_committed)
+    chunked_root(receipts, encode_without_bloom)
 }
 
 #[cfg(test)]
@@ -46,7 +104,6 @@ mod tests {
         }
         .into()
     }
-    use alloy_rlp::Decodable;
 
     #[test]
     fn receipt_bloom_covers_its_logs_and_rlp_round_trips_and_roots_commit_to_order() {
@@ -73,25 +130,29 @@ mod tests {
             Receipt::decode(&mut bytes.as_slice()).expect("decodes"),
             receipt
         );
-        // The committed encoding is the list [status, cumulative gas, logs], nothing more.
-        let mut committed = Vec::new();
-        encode_committed(&receipt, &mut committed);
-        let mut rest = committed.as_slice();
-        let header = alloy_rlp::Header::decode(&mut rest).expect("a list header");
-        assert!(header.list);
-        assert_eq!(header.payload_length, rest.len());
-        let status = alloy_consensus::Eip658Value::decode(&mut rest).expect("status");
-        let gas = u64::decode(&mut rest).expect("gas");
-        let logs = Vec::<Log>::decode(&mut rest).expect("logs");
-        assert!(rest.is_empty());
+        // Stored without blooms, read back with them.
+        let failed = make_receipt(false, vec![]);
+        let stored = encode_stored_receipts(&[receipt.clone(), failed.clone()]);
+        assert!(stored.len() < 2 * 256);
         assert_eq!(
-            (status, gas, logs),
-            (
-                receipt.receipt.status,
-                receipt.receipt.cumulative_gas_used,
-                receipt.receipt.logs.clone()
-            )
+            decode_stored_receipts(&stored).expect("decodes"),
+            [receipt.clone(), failed]
         );
+        assert_eq!(
+            decode_stored_receipts(&encode_stored_receipts(&[])).expect("decodes"),
+            []
+        );
+        for cut in 0..stored.len() {
+            assert!(
+                decode_stored_receipts(&stored[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut trailing = stored.clone();
+        trailing.push(0x80);
+        assert!(decode_stored_receipts(&trailing).is_err());
+        // The same bytes as a plain receipt list (with blooms) are refused, not misread.
+        assert!(decode_stored_receipts(&alloy_rlp::encode(vec![receipt.clone()])).is_err());
         let failed = make_receipt(false, vec![]);
         assert_ne!(
             receipts_root(&[receipt.clone(), failed.clone()]),

@@ -9,7 +9,8 @@
 //! Encodings (all integers big-endian):
 //! - `Headers`: number → header RLP; `BlockNumbers`: hash → number;
 //! - `Bodies`: number → the offset-indexed transaction list as received;
-//! - `Receipts`: number → RLP list of receipts;
+//! - `Receipts`: number → RLP list of receipts without their blooms
+//!   ([`encode_stored_receipts`]: a bloom is a function of the logs, computed again on read);
 //! - `TxIndex`: tx hash → number ‖ index (u32), written with the state ([`TxPositions`]);
 //!   `Blooms`: number → logs bloom (256);
 //! - `Senders`: number → the 20-byte senders of its transactions, in block order;
@@ -21,7 +22,10 @@
 use alloy_primitives::{Address, B256, Bloom, U256};
 use alloy_rlp::Decodable;
 use rayon::prelude::*;
-use stave_primitives::{AccountDiff, AccountState, Header, Receipt, SealedBlock, StateDiff};
+use stave_primitives::{
+    AccountDiff, AccountState, Header, Receipt, SealedBlock, StateDiff, decode_stored_receipts,
+    encode_stored_receipts,
+};
 
 use crate::{
     error::StorageError,
@@ -129,12 +133,9 @@ pub fn tx_location(store: &dyn KvStore, hash: B256) -> Result<Option<(u64, u32)>
 
 /// The receipts stored for block `number`.
 pub fn receipts(store: &dyn KvStore, number: u64) -> Result<Option<Vec<Receipt>>, StorageError> {
-    read(
-        store,
-        Table::Receipts,
-        &number.to_be_bytes(),
-        |mut bytes| Vec::<Receipt>::decode(&mut bytes).ok(),
-    )
+    read(store, Table::Receipts, &number.to_be_bytes(), |bytes| {
+        decode_stored_receipts(bytes).ok()
+    })
 }
 
 /// The senders of block `number`'s transactions, in block order, as recovered when it was
@@ -325,11 +326,7 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
     let block = input.block;
     let number = block.number().to_be_bytes();
     let hash = block.hash();
-    let receipts = || {
-        let mut out = Vec::new();
-        alloy_rlp::encode_list(input.receipts, &mut out);
-        out
-    };
+    let receipts = || encode_stored_receipts(input.receipts);
     // The state and the transaction index go together: both are at the flushed height.
     let state = || {
         input
