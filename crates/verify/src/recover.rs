@@ -46,6 +46,8 @@ pub struct Verifier {
     queue: CheckQueue<RecoverSender>,
     chain_id: u64,
     cache: Option<Arc<SenderCache>>,
+    /// Signatures recovered so far (cache hits are not counted).
+    recoveries: u64,
 }
 
 impl std::fmt::Debug for Verifier {
@@ -65,12 +67,19 @@ impl Verifier {
             queue: CheckQueue::new(threads, INITIAL_CAPACITY),
             chain_id,
             cache,
+            recoveries: 0,
         }
     }
 
     /// Threads recovering senders, the caller's included.
     pub fn threads(&self) -> usize {
         self.queue.threads()
+    }
+
+    /// Signatures this verifier has recovered: transactions whose sender came from the
+    /// cache are not counted.
+    pub fn recoveries(&self) -> u64 {
+        self.recoveries
     }
 
     /// Verifies decoded transactions: recovery of each starts as soon as it is queued.
@@ -111,6 +120,7 @@ impl Verifier {
                 chain_id: self.chain_id,
                 sender: Address::ZERO,
             };
+            self.recoveries += 1;
             match round.push(check) {
                 Ok(()) => slots.push(None),
                 // Only past the queue's 2^32-check round limit: verify in place.

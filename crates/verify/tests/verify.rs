@@ -115,6 +115,10 @@ fn cached_senders_skip_recovery_and_a_one_byte_change_misses() {
     let mut verifier = Verifier::new(CHAIN_ID, 2, Some(Arc::clone(&cache)));
     let recovered = verifier.verify(txs.clone()).expect("valid");
     assert_eq!(cache.stats().hits, 20);
+    assert_eq!(verifier.recoveries(), 0, "every sender came from the cache");
+    let mut uncached = Verifier::new(CHAIN_ID, 2, None);
+    uncached.verify(txs.clone()).expect("valid");
+    assert_eq!(uncached.recoveries(), 20);
     assert_eq!(
         recovered,
         verify_serial(txs.clone(), CHAIN_ID, None).expect("valid")
