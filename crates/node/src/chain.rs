@@ -873,26 +873,25 @@ mod tests {
 
     #[test]
     fn execution_leaves_the_cores_to_recovery_only_while_another_block_recovers_beside_it() {
-        // Senders recovered, another block follows: one thread.
-        assert_eq!(
-            ExecuteOn::for_counts(2_500, 2_500, true),
-            ExecuteOn::OneThread
-        );
-        assert_eq!(
-            ExecuteOn::for_counts(1_251, 2_500, true),
-            ExecuteOn::OneThread
-        );
-        // The last block runs alone.
-        assert_eq!(
-            ExecuteOn::for_counts(2_500, 2_500, false),
-            ExecuteOn::AllThreads
-        );
-        // Senders mostly from the cache: the next block's verify leaves cores free.
-        assert_eq!(
-            ExecuteOn::for_counts(1_250, 2_500, true),
-            ExecuteOn::AllThreads
-        );
-        assert_eq!(ExecuteOn::for_counts(0, 2_500, true), ExecuteOn::AllThreads);
-        assert_eq!(ExecuteOn::for_counts(0, 0, true), ExecuteOn::AllThreads);
+        use ExecuteOn::{AllThreads, OneThread};
+        // (signatures recovered, transactions, another block follows) → threads.
+        let cases = [
+            // Senders recovered, another block follows: one thread.
+            ((2_500, 2_500, true), OneThread),
+            ((1_251, 2_500, true), OneThread),
+            // The last block runs alone.
+            ((2_500, 2_500, false), AllThreads),
+            // Senders mostly from the cache: the next block's verify leaves cores free.
+            ((1_250, 2_500, true), AllThreads),
+            ((0, 2_500, true), AllThreads),
+            ((0, 0, true), AllThreads),
+        ];
+        for ((recoveries, txs, more), expected) in cases {
+            assert_eq!(
+                ExecuteOn::for_counts(recoveries, txs, more),
+                expected,
+                "{recoveries} of {txs} recovered, more: {more}"
+            );
+        }
     }
 }

@@ -136,7 +136,7 @@ mod tests {
         assert!(stored.len() < 2 * 256);
         assert_eq!(
             decode_stored_receipts(&stored).expect("decodes"),
-            [receipt.clone(), failed]
+            [receipt.clone(), failed.clone()]
         );
         assert_eq!(
             decode_stored_receipts(&encode_stored_receipts(&[])).expect("decodes"),
@@ -153,7 +153,6 @@ mod tests {
         assert!(decode_stored_receipts(&trailing).is_err());
         // The same bytes as a plain receipt list (with blooms) are refused, not misread.
         assert!(decode_stored_receipts(&alloy_rlp::encode(vec![receipt.clone()])).is_err());
-        let failed = make_receipt(false, vec![]);
         assert_ne!(
             receipts_root(&[receipt.clone(), failed.clone()]),
             receipts_root(&[failed, receipt])
