@@ -9,6 +9,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc rather than the system allocator: revm allocates and frees per transaction on
+/// every executing thread, and glibc's arenas trim and re-fault memory between blocks
+/// (see ARCHITECTURE.md, Measurements).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Stave: a permissioned EVM node in which every stage of the block path runs in parallel.
 #[derive(Debug, Parser)]
 #[command(name = "stave", version, about, long_about = None)]

@@ -1,15 +1,18 @@
 //! The state a transaction sees while a block executes: the block's changes so far
 //! ([`StateDiff`]) over the state before the block ([`StateReader`]).
 //!
-//! The diff sits behind a `RwLock` shared for the whole block: [`BlockDb`] (the serial
-//! executor's and the parallel committer's database) writes each transaction's changes
-//! into it; [`RecordingDb`] (a speculating thread's) reads it while no one writes and logs
-//! every value it hands out, so the parallel executor can check a speculative run against
-//! the state it should have seen. Each access takes the lock once: parking_lot's, which
-//! spins briefly before parking, because std's parks at once and the committer's short
-//! writes then cost speculators a futex round trip each.
+//! Each diff sits behind a `RwLock`: [`BlockDb`] (the serial executor's and the parallel
+//! committer's database) writes each transaction's changes into the block's diff;
+//! [`RecordingDb`] (a speculating thread's) reads its own chunk's diff, to which that thread
+//! applies each run's writes, and logs every value it hands out, so the parallel executor
+//! can check a speculative run against the state it should have seen. The locks are
+//! parking_lot's, which spin briefly before parking; the committed diff is only ever
+//! sampled by speculators with `try_read`, so they never make its writer park.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::{
+    cmp::Ordering,
+    sync::atomic::{AtomicU64, Ordering as AtomicOrdering},
+};
 
 use alloy_primitives::{Address, B256, Bytes, U256};
 use parking_lot::RwLock;
@@ -50,10 +53,26 @@ impl<'a> Overlay<'a> {
         })
     }
 
+    /// Runs `f` on a consistent view of the overlay if no one is writing it right now;
+    /// `None` instead of waiting for the writer.
+    pub(crate) fn try_with_view<R>(&self, f: impl FnOnce(View<'_>) -> R) -> Option<R> {
+        let guard = self.diff.try_read()?;
+        Some(f(View {
+            base: self.base,
+            diff: &guard,
+            hits: self.hits,
+        }))
+    }
+
     /// Tells the base state how many reads the block's own changes served.
     pub(crate) fn report_hits(&self) {
         self.base
-            .note_block_reads(self.hits.load(Ordering::Relaxed));
+            .note_block_reads(self.hits.load(AtomicOrdering::Relaxed));
+    }
+
+    /// Applies one transaction's writes to the diff.
+    pub(crate) fn apply(&self, writes: &[AccountWrite]) {
+        apply_writes(&mut self.diff.write(), writes);
     }
 
     /// Takes the diff out, leaving an empty one.
@@ -72,7 +91,7 @@ pub(crate) struct View<'a> {
 
 impl View<'_> {
     fn hit(&self) {
-        self.hits.fetch_add(1, Ordering::Relaxed);
+        self.hits.fetch_add(1, AtomicOrdering::Relaxed);
     }
 
     /// The account as the next transaction will see it.
@@ -164,36 +183,8 @@ impl<'a> BlockDb<'a> {
     }
 
     /// Applies one transaction's writes to the block's diff.
-    pub(crate) fn apply(&mut self, writes: Vec<AccountWrite>) {
-        let mut block = self.overlay.diff.write();
-        for AccountWrite { address, change } in writes {
-            let diff = block.accounts.entry(address).or_default();
-            match change {
-                WriteKind::Deleted => {
-                    *diff = AccountDiff {
-                        info: None,
-                        storage_cleared: true,
-                        ..Default::default()
-                    };
-                }
-                WriteKind::Updated {
-                    info,
-                    created,
-                    code,
-                    storage,
-                } => {
-                    if created {
-                        diff.storage_cleared = true;
-                        diff.storage.clear();
-                    }
-                    diff.info = Some(info);
-                    diff.storage.extend(storage);
-                    if let Some((hash, bytes)) = code {
-                        block.codes.entry(hash).or_insert(bytes);
-                    }
-                }
-            }
-        }
+    pub(crate) fn apply(&mut self, writes: &[AccountWrite]) {
+        self.overlay.apply(writes);
     }
 
     /// Adds `amount` wei to `address` (creating it if needed): the proposer's fee credit.
@@ -212,7 +203,7 @@ impl<'a> BlockDb<'a> {
             code: None,
             storage: Vec::new(),
         };
-        self.apply(vec![AccountWrite { address, change }]);
+        self.apply(&[AccountWrite { address, change }]);
         Ok(())
     }
 }
@@ -238,6 +229,89 @@ impl Database for BlockDb<'_> {
     fn block_hash(&mut self, number: u64) -> Result<B256, StateError> {
         self.overlay.base.block_hash(number)
     }
+}
+
+/// Applies one transaction's writes to `diff`, as Ethereum commits a transaction's state.
+fn apply_writes(diff: &mut StateDiff, writes: &[AccountWrite]) {
+    for AccountWrite { address, change } in writes {
+        let account = diff.accounts.entry(*address).or_default();
+        match change {
+            WriteKind::Deleted => {
+                *account = AccountDiff {
+                    info: None,
+                    storage_cleared: true,
+                    ..Default::default()
+                };
+            }
+            WriteKind::Updated {
+                info,
+                created,
+                code,
+                storage,
+            } => {
+                if *created {
+                    account.storage_cleared = true;
+                    account.storage.clear();
+                }
+                account.info = Some(*info);
+                account.storage.extend(storage.iter().copied());
+                if let Some((hash, bytes)) = code {
+                    diff.codes.entry(*hash).or_insert_with(|| bytes.clone());
+                }
+            }
+        }
+    }
+}
+
+/// Appends `later`, the changes of transactions that follow those in `earlier`, to
+/// `earlier`: the result is what applying all their writes in order to `earlier` gives.
+/// One merge pass over the sorted maps (`BTreeMap::append`), not an insert per key.
+pub(crate) fn append_diff(earlier: &mut StateDiff, mut later: StateDiff) {
+    // Accounts both wrote: fold the earlier changes under the later ones, which `append`
+    // keeps. Found by walking both sorted key lists, not by a lookup per key.
+    let both = sorted_intersection(earlier.accounts.keys(), later.accounts.keys());
+    for address in both {
+        let (Some(first), Some(then)) = (
+            earlier.accounts.remove(&address),
+            later.accounts.get_mut(&address),
+        ) else {
+            continue;
+        };
+        // A later clear (self-destruct, re-creation) ends all that came before.
+        if !then.storage_cleared {
+            let mut storage = first.storage;
+            storage.append(&mut then.storage);
+            then.storage = storage;
+            then.storage_cleared = first.storage_cleared;
+        }
+    }
+    earlier.accounts.append(&mut later.accounts);
+    earlier.codes.append(&mut later.codes);
+}
+
+/// The keys two ascending sequences share.
+fn sorted_intersection<'k, K: Ord + Copy + 'k>(
+    left: impl Iterator<Item = &'k K>,
+    right: impl Iterator<Item = &'k K>,
+) -> Vec<K> {
+    let (mut left, mut right) = (left.peekable(), right.peekable());
+    let mut both = Vec::new();
+    while let (Some(l), Some(r)) = (left.peek(), right.peek()) {
+        match l.cmp(r) {
+            Ordering::Less => {
+                left.next();
+            }
+            Ordering::Greater => {
+                right.next();
+            }
+            Ordering::Equal => {
+                both.push(**l);
+                left.next();
+                right.next();
+            }
+        }
+    }
+    both
 }
 
 /// How one transaction changed one account, in the form the block's diff takes it.
@@ -316,9 +390,11 @@ pub(crate) enum Read {
 impl Read {
     /// True when `view` still gives the value that was read.
     ///
-    /// The block's diff only grows while the block runs and the base state never changes,
-    /// so a key the diff does not hold now was read from the base and still has that
-    /// value: only keys the block wrote are compared, and the base is never read again.
+    /// The base state never changes, so a key `view`'s diff does not hold was never
+    /// written by the transactions committed before: the value read (from the base, or
+    /// from a transaction earlier in the reader's own chunk, whose reads are checked
+    /// first) still stands. Only keys the committed transactions wrote are compared, and
+    /// the base is never read again.
     pub(crate) fn holds(&self, view: View<'_>) -> Result<bool, StateError> {
         Ok(match *self {
             Self::Account(address, seen) => view
@@ -338,7 +414,7 @@ impl Read {
     }
 }
 
-/// Reads the overlay (while no one writes it) and logs what it hands out.
+/// Reads the overlay and logs what it hands out.
 pub(crate) struct RecordingDb<'a> {
     overlay: Overlay<'a>,
     codes: CodeCache,
@@ -376,5 +452,67 @@ impl Database for RecordingDb<'_> {
 
     fn block_hash(&mut self, number: u64) -> Result<B256, StateError> {
         self.overlay.base.block_hash(number)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn account(balance: u64, storage: &[(u64, u64)], storage_cleared: bool) -> AccountDiff {
+        AccountDiff {
+            info: Some(AccountState {
+                nonce: 1,
+                balance: U256::from(balance),
+                code_hash: KECCAK_EMPTY,
+            }),
+            storage: storage
+                .iter()
+                .map(|(slot, value)| (U256::from(*slot), U256::from(*value)))
+                .collect(),
+            storage_cleared,
+        }
+    }
+
+    fn diff(accounts: &[(u8, AccountDiff)]) -> StateDiff {
+        StateDiff {
+            accounts: accounts
+                .iter()
+                .map(|(byte, change)| (Address::repeat_byte(*byte), change.clone()))
+                .collect(),
+            codes: Default::default(),
+        }
+    }
+
+    #[test]
+    fn appending_equals_applying_the_later_changes_in_order() {
+        let mut earlier = diff(&[
+            (1, account(10, &[(1, 1), (2, 2)], false)),
+            (2, account(20, &[(1, 1)], true)),
+            (3, account(30, &[(5, 5)], false)),
+        ]);
+        let later = diff(&[
+            // Written again: new balance, one slot overwritten, one added.
+            (1, account(11, &[(2, 9), (3, 3)], false)),
+            // Cleared by the later changes (self-destructed and re-created): nothing
+            // from before survives.
+            (3, account(31, &[(6, 6)], true)),
+            (4, account(40, &[], false)),
+        ]);
+        append_diff(&mut earlier, later);
+        let expected = diff(&[
+            (1, account(11, &[(1, 1), (2, 9), (3, 3)], false)),
+            (2, account(20, &[(1, 1)], true)),
+            (3, account(31, &[(6, 6)], true)),
+            (4, account(40, &[], false)),
+        ]);
+        assert_eq!(earlier, expected);
+    }
+
+    #[test]
+    fn an_earlier_clear_survives_a_later_write() {
+        let mut earlier = diff(&[(1, account(10, &[(1, 1)], true))]);
+        append_diff(&mut earlier, diff(&[(1, account(11, &[(2, 2)], false))]));
+        assert_eq!(earlier, diff(&[(1, account(11, &[(1, 1), (2, 2)], true))]));
     }
 }

@@ -2,8 +2,9 @@
 //! before the block and returns receipts and the block's state diff for the commit stage.
 //!
 //! [`execute_serial`] runs transactions one after another and is the reference every
-//! other executor must equal byte for byte. [`ParallelExecutor`] speculates on all cores
-//! and commits in block order, re-executing what read stale state, so it always does. State is read through [`StateReader`] and
+//! other executor must equal byte for byte. [`ParallelExecutor`] runs one chunk of the block
+//! per core and commits the chunks in block order, re-executing what read stale state, so
+//! it always does. State is read through [`StateReader`] and
 //! written as a [`StateDiff`]; the block's priority fees are credited to its proposer once,
 //! at the end (see the `evm` module for why).
 //!

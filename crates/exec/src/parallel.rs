@@ -1,130 +1,131 @@
-//! The parallel executor: speculate ahead on all cores, commit in block order, re-execute
-//! what speculated on stale state. Needs no conflict declarations from contracts.
+//! The parallel executor: cut the block into one contiguous chunk per thread, run every
+//! chunk at once, then check the chunks against each other in block order. Needs no
+//! conflict declarations from contracts.
 //!
-//! Thread roles: `threads - 1` speculators and one committer (the calling thread).
-//! Speculators claim transactions in block order from a shared counter and run each
-//! against the state committed so far, recording the value of every account and storage
-//! slot it read. The committer takes transactions strictly in block order:
-//! - a speculation whose recorded reads all still hold in the committed state has
-//!   exactly the result serial execution would have (revm is deterministic in what it
-//!   reads), so its writes are applied as they are;
-//! - otherwise the committer executes the transaction again, on the committed state;
-//! - when it reaches a transaction no speculator has claimed yet, it claims and executes
-//!   it itself; while the next one is still being speculated, it speculates on a later
-//!   one itself. So on `threads` cores all `threads` threads execute.
+//! - The first chunk runs for real on the calling thread, exactly as the serial executor
+//!   would run it.
+//! - Every later chunk is speculated on rayon's pool (threads that live across blocks),
+//!   from the state before the block. Its transactions see each other's writes (the chunk
+//!   keeps its own diff), and each one logs the value of every account and storage slot
+//!   it read. A speculator checks its first transactions' reads against what the first
+//!   chunk has written so far and stops when most no longer hold (`ConflictSamples`).
+//! - Then the chunks are committed in order. A chunk whose logged reads all still hold in
+//!   the state committed before it (checked on two threads), and whose transactions fit
+//!   the block's gas, computed exactly what serial execution computes (revm is
+//!   deterministic in what it reads): its receipts are recorded while its diff is merged
+//!   in whole, in one pass over two sorted maps.
+//! - From the first chunk that fails that check on, transactions are committed one by
+//!   one: a speculation whose reads still hold against the state committed so far is
+//!   applied, any other transaction is executed again on that state.
 //!
 //! So the result equals [`execute_serial`]'s for any block and any thread count: every
-//! applied result was computed from the very values serial execution reads. Conflicts
-//! cost time, never correctness: with every transaction touching one hot account, the
-//! committer would re-execute nearly every one, so once most recent speculations have
-//! failed it pauses the speculators and runs transactions itself, at serial speed,
-//! probing now and then whether speculation pays again (after [`SERIAL_PROBE_INTERVAL`]
-//! transactions, twice as long after each probe that fails). A speculator may see
-//! the committed state change between two of its reads; that only makes its speculation
-//! fail validation.
+//! result applied was computed from the values serial execution reads. Independent
+//! transactions (transfers between distinct accounts, token transfers to distinct
+//! holders) cost each thread its share of the execution plus one merge; a block where
+//! every transaction touches one hot account costs about what serial execution does,
+//! since the first chunk runs for real while the others speculate in vain.
 //!
 //! The proposer's fee credit is deferred to the end of the block (see `evm`), so fees do
 //! not make every pair of transactions conflict.
 //!
 //! [`execute_serial`]: crate::execute_serial
 
-use std::sync::{
-    Mutex,
-    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+use std::{
+    ops::Range,
+    sync::atomic::{AtomicU64, Ordering},
 };
 
 use parking_lot::RwLock;
 
+use alloy_consensus::Transaction as _;
 use revm::context_interface::ContextTr;
 use stave_primitives::{Header, RecoveredTx, StateDiff};
 
 use crate::{
-    db::{BlockDb, Overlay, Read, RecordingDb, View},
+    db::{BlockDb, Overlay, Read, RecordingDb, View, append_diff},
     error::ExecError,
     evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
-    serial::{ExecutionOutcome, Mode, Tally},
+    serial::{ExecutionOutcome, Mode, Tally, execute_serial},
     state::StateReader,
 };
 
-/// A speculative run and what it read.
-struct Speculation {
-    reads: Vec<Read>,
-    run: TxRun,
+/// A speculative run of one transaction and what it read; `None` when the run hit an
+/// error, which committing settles by executing the transaction for real.
+type Speculation = Option<(Vec<Read>, TxRun)>;
+
+/// A chunk run ahead: one speculation per transaction, and the chunk's own diff.
+struct SpeculatedChunk {
+    range: Range<usize>,
+    runs: Vec<Speculation>,
+    diff: StateDiff,
 }
 
-/// A speculator's result for one transaction: `None` inside when the speculative run hit
-/// an error (it may have read a torn state), which the committer settles by executing.
-type Slot = Mutex<Option<Option<Speculation>>>;
-
-/// State shared by the committer and the speculators of one block.
-struct Shared<'a> {
-    overlay: Overlay<'a>,
-    txs: &'a [RecoveredTx],
-    /// One per transaction; filled once by the speculator that claimed it.
-    slots: Vec<Slot>,
-    /// Next transaction nobody has claimed. Relaxed suffices: a claim only decides who
-    /// runs a transaction; results travel through the slots' mutexes.
-    next: AtomicUsize,
-    /// Set when the committer is done (or failed): speculators stop claiming.
-    stop: AtomicBool,
-    /// Set while the block is conflict-heavy: speculators pause rather than compete with
-    /// the committer for cores and for the state lock.
-    pause: AtomicBool,
-}
-
-/// A thread's EVM for speculative runs, built once per block.
-struct Speculator<'a> {
-    evm: BlockEvm<RecordingDb<'a>>,
-    handler: DeferredRewardHandler<BlockEvm<RecordingDb<'a>>>,
-}
-
-impl<'a> Speculator<'a> {
-    fn new(overlay: Overlay<'a>, chain_id: u64, header: &Header) -> Self {
-        let evm = block_evm(RecordingDb::new(overlay), chain_id, header);
-        Self {
-            evm,
-            handler: DeferredRewardHandler::default(),
-        }
-    }
-
-    /// Claims the next unclaimed transaction, runs it, and leaves the result in its slot.
-    /// False when none is left.
-    fn speculate_next(&mut self, shared: &Shared<'_>) -> bool {
-        let index = shared.next.fetch_add(1, Ordering::Relaxed);
-        let Some(tx) = shared.txs.get(index) else {
-            return false;
+/// Runs transactions `range` of `txs` on top of the state `overlay` reads, each on the
+/// state the ones before it in the chunk left, logging what each read. Gives up early
+/// (the rest of the chunk unspeculated) when samples show the chunk conflicting with
+/// what the first chunk, running for real on `committed`, has already written.
+fn speculate_chunk(
+    overlay: Overlay<'_>,
+    committed: Overlay<'_>,
+    chain_id: u64,
+    header: &Header,
+    txs: &[RecoveredTx],
+    range: Range<usize>,
+) -> Result<Vec<Speculation>, ExecError> {
+    let mut evm = block_evm(RecordingDb::new(overlay), chain_id, header);
+    let mut handler = DeferredRewardHandler::default();
+    let mut samples = ConflictSamples::default();
+    let mut runs = Vec::with_capacity(range.len());
+    for (position, index) in range.clone().enumerate() {
+        let run = run_tx(&mut evm, &mut handler, &txs[index], index);
+        let reads = std::mem::take(&mut evm.ctx.db_mut().reads);
+        let Ok(run) = run else {
+            runs.push(None);
+            continue;
         };
-        self.evm.ctx.db_mut().reads.clear();
-        let speculation = run_tx(&mut self.evm, &mut self.handler, tx, index)
-            .ok()
-            .map(|run| Speculation {
-                reads: std::mem::take(&mut self.evm.ctx.db_mut().reads),
-                run,
-            });
-        *lock(&shared.slots[index]) = Some(speculation);
-        true
-    }
-}
-
-impl Shared<'_> {
-    /// A speculator thread: claim and run transactions until none are left.
-    fn speculate(&self, chain_id: u64, header: &Header) {
-        let mut speculator = Speculator::new(self.overlay, chain_id, header);
-        while !self.stop.load(Ordering::Relaxed) {
-            if self.pause.load(Ordering::Relaxed) {
-                std::thread::yield_now();
-            } else if !speculator.speculate_next(self) {
-                return;
+        if let TxRun::Executed { writes, .. } = &run {
+            overlay.apply(writes);
+        }
+        if position < ConflictSamples::POSITIONS {
+            // Never wait for the first chunk's writes: a busy lock skips the sample.
+            let sample = committed.try_with_view(|view| all_hold(&reads, view));
+            if let Some(holds) = sample
+                && samples.observe(holds?)
+            {
+                break;
             }
         }
+        runs.push(Some((reads, run)));
+    }
+    runs.resize_with(range.len(), || None);
+    Ok(runs)
+}
+
+/// The reads of a speculated chunk's first transactions, checked against what the first
+/// chunk has written so far. A read that no longer holds dooms its transaction's
+/// speculation; when most samples are doomed (every transaction pays one hot account, say),
+/// speculating on would only cost the committer a failed validation per transaction, so
+/// the speculator stops. Only the first transactions are sampled: each check reads the
+/// first chunk's state while that thread writes it.
+#[derive(Default)]
+struct ConflictSamples {
+    checked: u32,
+    doomed: u32,
+}
+
+impl ConflictSamples {
+    /// How many of a chunk's first transactions are sampled.
+    const POSITIONS: usize = 16;
+
+    /// Counts one sample; true when the chunk should be given up.
+    fn observe(&mut self, holds: bool) -> bool {
+        self.checked += 1;
+        self.doomed += u32::from(!holds);
+        self.checked >= 8 && self.doomed * 2 > self.checked
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
-}
-
-/// True when every recorded read still gives the same value (stops at the first that
+/// True when every logged read still gives the same value (stops at the first that
 /// does not).
 fn all_hold(reads: &[Read], view: View<'_>) -> Result<bool, ExecError> {
     for read in reads {
@@ -135,80 +136,16 @@ fn all_hold(reads: &[Read], view: View<'_>) -> Result<bool, ExecError> {
     Ok(true)
 }
 
-/// Transactions the committer runs alone, speculators paused, before it first tries
-/// speculation again: 64, so a probe that fails (about nine wasted speculations until the
-/// tracker trips again) costs a few percent.
-const SERIAL_PROBE_INTERVAL: usize = 64;
-/// The longest serial run between probes: each probe that finds the conflicts still there
-/// doubles the run, up to this, so a block that conflicts throughout pays for a handful of
-/// probes rather than one every 64 transactions.
-const MAX_SERIAL_PROBE_INTERVAL: usize = 1024;
-/// A probe failed when the tracker trips again within this many transactions of it.
-const PROBE_VERDICT: usize = 32;
-
-/// When the committer, running alone through a conflict-heavy stretch, tries speculation
-/// again.
-struct Probes {
-    /// Serial transactions before the next probe.
-    interval: usize,
-    /// Serial transactions since the last probe (or since the conflicts began).
-    serial_run: usize,
-    /// Where speculation last resumed.
-    last_probe: Option<usize>,
+/// Transactions `range` split into `parts` contiguous chunks as even as can be.
+fn chunks(range: Range<usize>, parts: usize) -> Vec<Range<usize>> {
+    let len = range.len();
+    (0..parts)
+        .map(|part| range.start + len * part / parts..range.start + len * (part + 1) / parts)
+        .filter(|chunk| !chunk.is_empty())
+        .collect()
 }
 
-impl Probes {
-    fn new() -> Self {
-        Self {
-            interval: SERIAL_PROBE_INTERVAL,
-            serial_run: 0,
-            last_probe: None,
-        }
-    }
-
-    /// The tracker tripped at transaction `index`: serial runs begin. Soon after a probe,
-    /// the probe failed and the next run is twice as long; otherwise a new conflict-heavy
-    /// stretch starts from the shortest run.
-    fn tripped(&mut self, index: usize) {
-        let probe_failed = self
-            .last_probe
-            .is_some_and(|probe| index - probe <= PROBE_VERDICT);
-        self.interval = if probe_failed {
-            (self.interval * 2).min(MAX_SERIAL_PROBE_INTERVAL)
-        } else {
-            SERIAL_PROBE_INTERVAL
-        };
-        self.serial_run = 0;
-    }
-
-    /// Counts one serial transaction at `index`; true when it is time to probe.
-    fn ran_serially(&mut self, index: usize) -> bool {
-        self.serial_run += 1;
-        if self.serial_run < self.interval {
-            return false;
-        }
-        self.last_probe = Some(index);
-        true
-    }
-}
-
-/// Which of the last 16 validated speculations failed, as bits (newest lowest).
-#[derive(Default)]
-struct ConflictTracker(u16);
-
-impl ConflictTracker {
-    fn observe(&mut self, failed: bool) {
-        self.0 = self.0 << 1 | u16::from(failed);
-    }
-
-    /// More than half of the recent speculations failed: the block is conflict-heavy, and
-    /// waiting for speculation only delays the committer.
-    fn high(&self) -> bool {
-        self.0.count_ones() > 8
-    }
-}
-
-/// Executes blocks with speculation on several threads.
+/// Executes blocks on several threads, one contiguous chunk of the block each.
 #[derive(Debug, Clone, Copy)]
 pub struct ParallelExecutor {
     threads: usize,
@@ -236,129 +173,204 @@ impl ParallelExecutor {
         txs: &[RecoveredTx],
         mode: Mode,
     ) -> Result<ExecutionOutcome, ExecError> {
-        let diff = RwLock::new(StateDiff::default());
-        let hits = AtomicU64::new(0);
-        let shared = Shared {
-            overlay: Overlay::new(base, &diff, &hits),
-            txs,
-            slots: (0..txs.len()).map(|_| Mutex::new(None)).collect(),
-            next: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
-            pause: AtomicBool::new(false),
+        let chunks = chunks(0..txs.len(), self.threads);
+        let Some((first, later)) = chunks.split_first().filter(|(_, later)| !later.is_empty())
+        else {
+            return execute_serial(base, chain_id, header, txs, mode);
         };
-        std::thread::scope(|scope| {
-            for _ in 1..self.threads {
-                scope.spawn(|| shared.speculate(chain_id, header));
+        let committed = RwLock::new(StateDiff::default());
+        let hits = AtomicU64::new(0);
+        let overlay = Overlay::new(base, &committed, &hits);
+        let mut evm = block_evm(BlockDb::new(overlay), chain_id, header);
+        let mut handler = DeferredRewardHandler::default();
+        let mut tally = Tally::new(header, mode, txs.len());
+        // Each speculating thread counts its own reads served by block changes: one shared
+        // counter would bounce its cache line between cores on every such read.
+        let chunk_hits: Vec<AtomicU64> = later.iter().map(|_| AtomicU64::default()).collect();
+        let mut speculated: Vec<Option<Result<SpeculatedChunk, ExecError>>> =
+            later.iter().map(|_| None).collect();
+        // Speculators run on rayon's pool, whose threads (and their allocator caches)
+        // live across blocks; the first chunk runs here.
+        let first = rayon::in_place_scope(|scope| {
+            for ((range, hits), slot) in later.iter().zip(&chunk_hits).zip(&mut speculated) {
+                scope.spawn(move |_| {
+                    let diff = RwLock::new(StateDiff::default());
+                    let own = Overlay::new(base, &diff, hits);
+                    let runs = speculate_chunk(own, overlay, chain_id, header, txs, range.clone());
+                    *slot = Some(runs.map(|runs| SpeculatedChunk {
+                        range: range.clone(),
+                        runs,
+                        diff: diff.into_inner(),
+                    }));
+                });
             }
-            let outcome = commit(&shared, chain_id, header, mode);
-            shared.stop.store(true, Ordering::Relaxed);
-            outcome
-        })
+            tally.execute_range(&mut evm, &mut handler, txs, first.clone())
+        });
+        first?;
+        let speculated = speculated
+            .into_iter()
+            .map(|chunk| chunk.expect("the scope ran every speculator"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let hits_in_chunks: u64 = chunk_hits.iter().map(|h| h.load(Ordering::Relaxed)).sum();
+        hits.fetch_add(hits_in_chunks, Ordering::Relaxed);
+        let mut whole = true;
+        for chunk in speculated {
+            whole = whole && chunk_holds(&chunk, &tally, overlay, txs)?;
+            if whole {
+                // The receipts and the diff, side by side.
+                let SpeculatedChunk { range, runs, diff } = chunk;
+                let ((), recorded) = side_by_side(
+                    || append_diff(&mut committed.write(), diff),
+                    || record_whole_chunk(&mut tally, range, runs),
+                );
+                recorded?;
+            } else {
+                commit_one_by_one(&mut evm, &mut handler, &mut tally, txs, chunk)?;
+            }
+        }
+        tally.finish(evm.ctx.db_mut())
     }
 }
 
-/// The committer: takes every transaction in block order.
-fn commit(
-    shared: &Shared<'_>,
-    chain_id: u64,
-    header: &Header,
-    mode: Mode,
-) -> Result<ExecutionOutcome, ExecError> {
-    let mut evm = block_evm(BlockDb::new(shared.overlay), chain_id, header);
-    let mut handler = DeferredRewardHandler::default();
-    // While a speculator still runs the next transaction to commit, the committer
-    // speculates on a later one instead of idling.
-    let mut helper = Speculator::new(shared.overlay, chain_id, header);
-    let mut tally = Tally::new(header, mode, shared.txs.len());
-    let mut conflicts = ConflictTracker::default();
-    let mut probes = Probes::new();
-    let mut serial = false;
-    for (index, tx) in shared.txs.iter().enumerate() {
-        let speculation = if serial {
-            // Speculation has been failing: speculators are paused and the committer runs
-            // transactions itself, claiming them so speculation resumes past this point.
-            shared.next.fetch_max(index + 1, Ordering::Relaxed);
-            lock(&shared.slots[index]).take().flatten()
-        } else {
-            loop {
-                if let Some(speculation) = lock(&shared.slots[index]).take() {
-                    break speculation;
-                }
-                // Unclaimed: run it here, for real, rather than wait for a speculator.
-                if shared
-                    .next
-                    .compare_exchange(index, index + 1, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    break None;
-                }
-                if !helper.speculate_next(shared) {
-                    std::thread::yield_now();
-                }
-            }
+/// True when the whole chunk can be committed as it was speculated: every transaction
+/// ran, fits the block's gas in turn, and read what the committed state holds now.
+fn chunk_holds(
+    chunk: &SpeculatedChunk,
+    tally: &Tally<'_>,
+    overlay: Overlay<'_>,
+    txs: &[RecoveredTx],
+) -> Result<bool, ExecError> {
+    let mut gas_left = tally.gas_left();
+    for (index, run) in chunk.range.clone().zip(&chunk.runs) {
+        let Some((_, run)) = run else {
+            return Ok(false);
         };
+        if txs[index].tx.envelope().gas_limit() > gas_left {
+            return Ok(false);
+        }
+        if let TxRun::Executed { gas_used, .. } = run {
+            gas_left -= gas_used;
+        }
+    }
+    reads_hold(&chunk.runs, overlay)
+}
+
+/// Speculations checked per task when [`reads_hold`] splits the work across threads.
+const CHECKS_PER_TASK: usize = 256;
+
+/// True when every read of every speculation still holds in `overlay`; checked on all
+/// threads, since the committer waits for the answer.
+fn reads_hold(runs: &[Speculation], overlay: Overlay<'_>) -> Result<bool, ExecError> {
+    if runs.len() > CHECKS_PER_TASK {
+        let (left, right) = runs.split_at(runs.len() / 2);
+        let (left, right) =
+            rayon::join(|| reads_hold(left, overlay), || reads_hold(right, overlay));
+        return Ok(left? && right?);
+    }
+    overlay.with_view(|view| {
+        for (reads, _) in runs.iter().flatten() {
+            if !all_hold(reads, view)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })
+}
+
+/// Runs `there` on rayon's pool and `here` on this thread, and returns both results.
+/// Unlike `rayon::join` called from outside the pool, the calling thread works too.
+fn side_by_side<T: Send, H>(there: impl FnOnce() -> T + Send, here: impl FnOnce() -> H) -> (T, H) {
+    let mut far = None;
+    let near = rayon::in_place_scope(|scope| {
+        scope.spawn(|_| far = Some(there()));
+        here()
+    });
+    (far.expect("the scope ran the spawned task"), near)
+}
+
+/// Records the receipts of a chunk that [`chunk_holds`] accepted (its diff is merged
+/// whole, so the writes are dropped).
+fn record_whole_chunk(
+    tally: &mut Tally<'_>,
+    range: Range<usize>,
+    runs: Vec<Speculation>,
+) -> Result<(), ExecError> {
+    for (index, run) in range.zip(runs) {
+        if let Some((_, run)) = run {
+            tally.record(index, run)?;
+        }
+    }
+    Ok(())
+}
+
+/// Commits a chunk transaction by transaction: a speculation whose reads still hold is
+/// applied, anything else is executed again on the committed state.
+fn commit_one_by_one<'db>(
+    evm: &mut BlockEvm<BlockDb<'db>>,
+    handler: &mut DeferredRewardHandler<BlockEvm<BlockDb<'db>>>,
+    tally: &mut Tally<'_>,
+    txs: &[RecoveredTx],
+    chunk: SpeculatedChunk,
+) -> Result<(), ExecError> {
+    for (index, speculation) in chunk.range.zip(chunk.runs) {
+        let tx = &txs[index];
         if !tally.fits(index, tx)? {
             continue;
         }
+        let overlay = evm.ctx.db_mut().overlay;
         let valid = match speculation {
-            Some(Speculation { reads, run }) => {
-                let holds = shared.overlay.with_view(|view| all_hold(&reads, view))?;
-                conflicts.observe(!holds);
-                holds.then_some(run)
-            }
+            Some((reads, run)) => overlay
+                .with_view(|view| all_hold(&reads, view))?
+                .then_some(run),
             None => None,
         };
         let run = match valid {
             Some(run) => run,
-            None => run_tx(&mut evm, &mut handler, tx, index)?,
+            None => run_tx(evm, handler, tx, index)?,
         };
-        tally.record(index, run, evm.ctx.db_mut())?;
-        if serial && probes.ran_serially(index) {
-            // Try speculation again: the conflicts may be over.
-            conflicts = ConflictTracker::default();
-        } else if !serial && conflicts.high() {
-            probes.tripped(index);
+        if let Some(writes) = tally.record(index, run)? {
+            evm.ctx.db_mut().apply(&writes);
         }
-        serial = conflicts.high();
-        shared.pause.store(serial, Ordering::Relaxed);
     }
-    tally.finish(evm.ctx.db_mut())
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Serial transactions until the next probe, starting at `index`.
-    fn run_until_probe(probes: &mut Probes, index: &mut usize) -> usize {
-        let start = *index;
-        loop {
-            *index += 1;
-            if probes.ran_serially(*index) {
-                return *index - start;
-            }
-        }
+    #[test]
+    fn a_speculator_stops_when_most_of_at_least_eight_samples_are_doomed() {
+        let stops_after = |outcomes: &[bool]| {
+            let mut samples = ConflictSamples::default();
+            outcomes.iter().position(|holds| samples.observe(*holds))
+        };
+        assert_eq!(stops_after(&[false; 16]), Some(7));
+        // One hot payment in five (the mixed workload) keeps it going.
+        let mixed: Vec<bool> = (0..16).map(|i| i % 5 != 2).collect();
+        assert_eq!(stops_after(&mixed), None);
+        assert_eq!(
+            stops_after(&[true, false, false, false, false, true, false, false]),
+            Some(7)
+        );
     }
 
     #[test]
-    fn probes_that_fail_double_the_serial_run_up_to_the_cap_and_success_resets_it() {
-        let mut probes = Probes::new();
-        let mut index = 10;
-        probes.tripped(index);
-        let mut runs = Vec::new();
-        for _ in 0..6 {
-            runs.push(run_until_probe(&mut probes, &mut index));
-            // The tracker trips again right after the probe: it failed.
-            index += 9;
-            probes.tripped(index);
+    fn chunks_cover_the_range_in_order_and_differ_by_at_most_one() {
+        for len in 0..40 {
+            for parts in 1..10 {
+                let chunks = chunks(3..3 + len, parts);
+                let covered: Vec<usize> = chunks.iter().flat_map(|c| c.clone()).collect();
+                assert_eq!(
+                    covered,
+                    (3..3 + len).collect::<Vec<_>>(),
+                    "{len} in {parts}"
+                );
+                assert_eq!(chunks.len(), parts.min(len));
+                let sizes = chunks.iter().map(|c| c.len());
+                let spread = sizes.clone().max().unwrap_or(0) - sizes.min().unwrap_or(0);
+                assert!(spread <= 1, "{len} in {parts}: {chunks:?}");
+            }
         }
-        assert_eq!(runs, [64, 128, 256, 512, 1024, 1024]);
-        // Speculation paid for a while before the next trip: back to the shortest run.
-        index += PROBE_VERDICT + 1;
-        probes.tripped(index);
-        assert_eq!(
-            run_until_probe(&mut probes, &mut index),
-            SERIAL_PROBE_INTERVAL
-        );
     }
 }

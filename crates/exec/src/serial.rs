@@ -4,7 +4,7 @@
 //! Input: the state before the block, its header, its recovered transactions.
 //! Output: receipts, gas used, fees, and the block's [`StateDiff`].
 
-use std::sync::atomic::AtomicU64;
+use std::{ops::Range, sync::atomic::AtomicU64};
 
 use alloy_consensus::Transaction as _;
 use alloy_primitives::U256;
@@ -13,9 +13,9 @@ use revm::context_interface::ContextTr;
 use stave_primitives::{Header, Receipt, RecoveredTx, StateDiff};
 
 use crate::{
-    db::{BlockDb, Overlay},
+    db::{AccountWrite, BlockDb, Overlay},
     error::ExecError,
-    evm::{DeferredRewardHandler, TxRun, block_evm, run_tx},
+    evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
     state::StateReader,
 };
 
@@ -93,7 +93,7 @@ impl<'h> Tally<'h> {
     /// Whether transaction `index` fits the block's remaining gas; refuses it if not.
     pub(crate) fn fits(&mut self, index: usize, tx: &RecoveredTx) -> Result<bool, ExecError> {
         let gas_limit = tx.tx.envelope().gas_limit();
-        let remaining = self.header.gas_limit - self.outcome.gas_used;
+        let remaining = self.gas_left();
         if gas_limit <= remaining {
             return Ok(true);
         }
@@ -104,15 +104,20 @@ impl<'h> Tally<'h> {
         Ok(false)
     }
 
-    /// Records the run of transaction `index` and applies its state to `db`.
+    /// Gas the block has left for the transactions still to come.
+    pub(crate) fn gas_left(&self) -> u64 {
+        self.header.gas_limit - self.outcome.gas_used
+    }
+
+    /// Records the run of transaction `index` and hands back its writes, which the caller
+    /// applies to the block's state (none when the transaction is left out).
     pub(crate) fn record(
         &mut self,
         index: usize,
         run: TxRun,
-        db: &mut BlockDb<'_>,
-    ) -> Result<(), ExecError> {
+    ) -> Result<Option<Vec<AccountWrite>>, ExecError> {
         match run {
-            TxRun::Invalid(reason) => self.refuse(index, reason),
+            TxRun::Invalid(reason) => self.refuse(index, reason).map(|()| None),
             TxRun::Executed {
                 writes,
                 success,
@@ -121,7 +126,6 @@ impl<'h> Tally<'h> {
                 logs,
                 bloom,
             } => {
-                db.apply(writes);
                 let outcome = &mut self.outcome;
                 outcome.fees += fee;
                 outcome.gas_used += gas_used;
@@ -135,9 +139,30 @@ impl<'h> Tally<'h> {
                     logs_bloom: bloom,
                 });
                 outcome.included.push(index);
-                Ok(())
+                Ok(Some(writes))
             }
         }
+    }
+
+    /// Executes transactions `range` of `txs` one after another on `evm`, each on the
+    /// state the ones before it left.
+    pub(crate) fn execute_range<'db>(
+        &mut self,
+        evm: &mut BlockEvm<BlockDb<'db>>,
+        handler: &mut DeferredRewardHandler<BlockEvm<BlockDb<'db>>>,
+        txs: &[RecoveredTx],
+        range: Range<usize>,
+    ) -> Result<(), ExecError> {
+        for index in range {
+            let tx = &txs[index];
+            if self.fits(index, tx)? {
+                let run = run_tx(evm, handler, tx, index)?;
+                if let Some(writes) = self.record(index, run)? {
+                    evm.ctx.db_mut().apply(&writes);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Credits the proposer and hands over the outcome with the block's diff.
@@ -168,11 +193,6 @@ pub fn execute_serial(
     );
     let mut handler = DeferredRewardHandler::default();
     let mut tally = Tally::new(header, mode, txs.len());
-    for (index, tx) in txs.iter().enumerate() {
-        if tally.fits(index, tx)? {
-            let run = run_tx(&mut evm, &mut handler, tx, index)?;
-            tally.record(index, run, evm.ctx.db_mut())?;
-        }
-    }
+    tally.execute_range(&mut evm, &mut handler, txs, 0..txs.len())?;
     tally.finish(evm.ctx.db_mut())
 }

@@ -231,3 +231,34 @@ fn the_mixed_workload_deploys_reverts_and_is_identical_in_parallel() {
         assert_same(&parallel, &serial, executor.threads());
     }
 }
+
+#[test]
+fn token_transfers_from_distinct_senders_merge_the_token_storage_of_every_chunk() {
+    // Every chunk writes the token's balances (distinct holders, distinct senders), so no
+    // chunk conflicts and the token's storage changes of all chunks are merged.
+    let ops: Vec<_> = (0..SENDERS)
+        .map(|i| {
+            let op = Op::Erc20 {
+                to: i as u8,
+                amount: 1 + i % 50,
+            };
+            (i, op, false)
+        })
+        .collect();
+    check(&ops, &executors());
+    let serial = execute_serial(
+        &state(),
+        CHAIN_ID,
+        &header(30_000_000),
+        &block(&ops),
+        Mode::Validate,
+    )
+    .expect("valid");
+    let token = serial.diff.accounts.get(&TOKEN).expect("token written");
+    // Each transfer writes the sender's and the recipient's balance slots.
+    assert!(
+        token.storage.len() > SENDERS as usize,
+        "{}",
+        token.storage.len()
+    );
+}
