@@ -328,9 +328,7 @@ fn commit_one_by_one<'db>(
             Some(run) => run,
             None => run_tx(evm, handler, tx, index)?,
         };
-        if let Some(writes) = tally.record(index, run)? {
-            evm.ctx.db_mut().apply(&writes);
-        }
+        tally.commit(index, run, evm.ctx.db_mut())?;
     }
     Ok(())
 }

@@ -144,6 +144,19 @@ impl<'h> Tally<'h> {
         }
     }
 
+    /// Records the run of transaction `index` and applies its writes to `db`.
+    pub(crate) fn commit(
+        &mut self,
+        index: usize,
+        run: TxRun,
+        db: &mut BlockDb<'_>,
+    ) -> Result<(), ExecError> {
+        if let Some(writes) = self.record(index, run)? {
+            db.apply(&writes);
+        }
+        Ok(())
+    }
+
     /// Executes transactions `range` of `txs` one after another on `evm`, each on the
     /// state the ones before it left.
     pub(crate) fn execute_range<'db>(
@@ -157,9 +170,7 @@ impl<'h> Tally<'h> {
             let tx = &txs[index];
             if self.fits(index, tx)? {
                 let run = run_tx(evm, handler, tx, index)?;
-                if let Some(writes) = self.record(index, run)? {
-                    evm.ctx.db_mut().apply(&writes);
-                }
+                self.commit(index, run, evm.ctx.db_mut())?;
             }
         }
         Ok(())
