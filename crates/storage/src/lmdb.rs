@@ -3,7 +3,11 @@
 
 use std::path::Path;
 
-use heed::{CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, WithoutTls, types::Bytes};
+use heed::{
+    CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, RoTxn, WithoutTls, types::Bytes,
+};
+use parking_lot::Mutex;
+use thread_local::ThreadLocal;
 
 use crate::{
     error::StorageError,
@@ -15,12 +19,32 @@ use crate::{
 /// its config.
 pub const DEFAULT_MAP_SIZE: usize = 64 << 30;
 
+/// Reader slots in LMDB's lock file: each thread that reads keeps one (see
+/// [`LmdbStore`]), so more than LMDB's default 126, for RPC's blocking threads.
+const MAX_READERS: u32 = 4096;
+
 /// A data dir opened with LMDB.
-#[derive(Debug)]
+///
+/// Each thread that reads keeps its read transaction open from one `get` to the next:
+/// beginning one takes LMDB's reader-table mutex, shared by every thread, and cost more
+/// than the read itself (executing a block makes thousands of reads, on all cores). A
+/// write that commits drops them all, so a read that starts after `write` returned sees
+/// what it wrote.
 pub struct LmdbStore {
+    /// Declared before `env`, so the transactions end before the environment closes.
+    readers: ThreadLocal<Mutex<Option<RoTxn<'static, WithoutTls>>>>,
     env: Env<WithoutTls>,
     tables: [Database<'static, Bytes, Bytes>; Table::ALL.len()],
     map_size: usize,
+}
+
+impl std::fmt::Debug for LmdbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LmdbStore")
+            .field("env", &self.env)
+            .field("map_size", &self.map_size)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How a data dir is opened.
@@ -73,7 +97,8 @@ impl LmdbStore {
             let mut env_options = EnvOpenOptions::new().read_txn_without_tls();
             env_options
                 .map_size(map_size)
-                .max_dbs(Table::ALL.len() as u32);
+                .max_dbs(Table::ALL.len() as u32)
+                .max_readers(MAX_READERS);
             if !read_ahead {
                 // Only an access hint to the OS: it changes no guarantee LMDB gives.
                 env_options.flags(heed::EnvFlags::NO_READ_AHEAD);
@@ -101,6 +126,7 @@ impl LmdbStore {
             .map_err(open)?
             .unwrap_commit();
         Ok(Self {
+            readers: ThreadLocal::new(),
             env,
             tables,
             map_size,
@@ -129,11 +155,21 @@ impl LmdbStore {
 
 impl KvStore for LmdbStore {
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
-        let rtxn = self.env.read_txn().map_err(|e| self.error(e))?;
+        let mut reader = self.readers.get_or_default().lock();
+        let rtxn = match reader.take() {
+            Some(rtxn) => rtxn,
+            None => self
+                .env
+                .clone()
+                .static_read_txn()
+                .map_err(|e| self.error(e))?,
+        };
         let value = self.tables[table.position()]
             .get(&rtxn, key)
-            .map_err(|e| self.error(e))?;
-        Ok(value.map(<[u8]>::to_vec))
+            .map_err(|e| self.error(e))?
+            .map(<[u8]>::to_vec);
+        *reader = Some(rtxn);
+        Ok(value)
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
@@ -161,6 +197,11 @@ impl KvStore for LmdbStore {
             }
             .map_err(|e| self.error(e))?;
         }
-        wtxn.commit().map_err(|e| self.error(e))
+        wtxn.commit().map_err(|e| self.error(e))?;
+        // Every kept read transaction still sees the state before this write.
+        for reader in self.readers.iter() {
+            reader.lock().take();
+        }
+        Ok(())
     }
 }

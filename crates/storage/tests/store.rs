@@ -76,3 +76,40 @@ fn a_full_map_fails_the_whole_batch_with_a_clear_error() {
         None
     );
 }
+
+#[test]
+fn every_thread_reads_what_a_write_committed_after_its_earlier_reads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 1 << 30).expect("open");
+    for round in 0u8..20 {
+        // rayon's threads live on from round to round, keeping their read transactions.
+        let seen = rayon::broadcast(|_| store.get(Table::Meta, b"round").expect("get"));
+        let expected = round.checked_sub(1).map(|previous| vec![previous]);
+        assert!(
+            seen.iter().all(|value| *value == expected),
+            "round {round}: {seen:?}"
+        );
+        let mut batch = WriteBatch::new();
+        batch.put(Table::Meta, b"round".to_vec(), vec![round]);
+        store.write(batch).expect("write");
+        assert_eq!(
+            store.get(Table::Meta, b"round").expect("get"),
+            Some(vec![round])
+        );
+    }
+}
+
+#[test]
+fn a_store_read_from_many_threads_closes_and_reopens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for value in 0u8..3 {
+        let store = LmdbStore::open(dir.path(), 1 << 30).expect("reopen");
+        let mut batch = WriteBatch::new();
+        batch.put(Table::Meta, b"k".to_vec(), vec![value]);
+        store.write(batch).expect("write");
+        // Pool threads keep read transactions and outlive the store.
+        rayon::broadcast(|_| store.get(Table::Meta, b"k").expect("get"));
+    }
+    let store = LmdbStore::open(dir.path(), 1 << 30).expect("reopen");
+    assert_eq!(store.get(Table::Meta, b"k").expect("get"), Some(vec![2]));
+}
