@@ -182,11 +182,6 @@ impl<'a> BlockDb<'a> {
         }
     }
 
-    /// Applies one transaction's writes to the block's diff.
-    pub(crate) fn apply(&mut self, writes: &[AccountWrite]) {
-        self.overlay.apply(writes);
-    }
-
     /// Adds `amount` wei to `address` (creating it if needed): the proposer's fee credit.
     pub(crate) fn credit(&mut self, address: Address, amount: U256) -> Result<(), StateError> {
         let current = self.overlay.with_view(|view| view.account(address))?;
@@ -203,7 +198,7 @@ impl<'a> BlockDb<'a> {
             code: None,
             storage: Vec::new(),
         };
-        self.apply(&[AccountWrite { address, change }]);
+        self.overlay.apply(&[AccountWrite { address, change }]);
         Ok(())
     }
 }

@@ -191,7 +191,7 @@ impl ParallelExecutor {
             later.iter().map(|_| None).collect();
         // Speculators run on rayon's pool, whose threads (and their allocator caches)
         // live across blocks; the first chunk runs here.
-        let first = rayon::in_place_scope(|scope| {
+        let first_ran = rayon::in_place_scope(|scope| {
             for ((range, hits), slot) in later.iter().zip(&chunk_hits).zip(&mut speculated) {
                 scope.spawn(move |_| {
                     let diff = RwLock::new(StateDiff::default());
@@ -206,7 +206,7 @@ impl ParallelExecutor {
             }
             tally.execute_range(&mut evm, &mut handler, txs, first.clone())
         });
-        first?;
+        first_ran?;
         let speculated = speculated
             .into_iter()
             .map(|chunk| chunk.expect("the scope ran every speculator"))

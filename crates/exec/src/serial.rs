@@ -152,7 +152,7 @@ impl<'h> Tally<'h> {
         db: &mut BlockDb<'_>,
     ) -> Result<(), ExecError> {
         if let Some(writes) = self.record(index, run)? {
-            db.apply(&writes);
+            db.overlay.apply(&writes);
         }
         Ok(())
     }
