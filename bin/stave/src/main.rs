@@ -25,6 +25,16 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Events go to stderr, filtered by `RUST_LOG` (say `RUST_LOG=info` for a line per
+    // block); by default only warnings and errors, so commands' own output stays clean.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     match cmd::run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

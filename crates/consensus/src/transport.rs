@@ -368,10 +368,13 @@ impl CheckedSender for CheckedChannelSender<'_> {
         self.recipients.iter().map(|(key, _)| key.clone()).collect()
     }
 
-    /// Queues the message for every recipient without waiting. Feedback as commonware's
-    /// own network gives it: `Closed` once the network is shut down; `Rejected` if every
-    /// connected recipient's queue is full (or the message is too large: a bug, logged);
-    /// `Backoff` if some were full; otherwise `Ok` (a recipient not connected misses it).
+    /// Queues the message for every recipient without waiting. Feedback: `Closed` once the
+    /// network is shut down; `Rejected` if no recipient took it (none connected, every queue
+    /// full, or the message too large: a bug, logged); `Backoff` if some queues were full;
+    /// otherwise `Ok` (a recipient not connected misses it). A request sent to one peer that
+    /// is not connected is thus `Rejected`, and commonware's resolver asks another peer at
+    /// once instead of waiting out its fetch timeout (a restarted validator's first
+    /// requests go out before its links are up: that cost it ~2 s of catch-up).
     fn send(self, message: impl Into<IoBufs> + Send, _priority: bool) -> Unreliable<Feedback> {
         let network = &self.sender.network;
         if network.is_shut_down() {
@@ -396,8 +399,8 @@ impl CheckedSender for CheckedChannelSender<'_> {
             }
         }
         match (queued, full) {
-            (_, 0) => Unreliable::new(Feedback::Ok),
             (0, _) => Unreliable::Rejected,
+            (_, 0) => Unreliable::new(Feedback::Ok),
             _ => Unreliable::new(Feedback::Backoff),
         }
     }

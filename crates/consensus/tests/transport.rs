@@ -6,6 +6,7 @@
 use std::{collections::HashSet, time::Duration};
 
 use bytes::Bytes;
+use commonware_actor::{Feedback, Unreliable};
 use commonware_codec::EncodeFixed as _;
 use commonware_cryptography::{Signer as _, ed25519};
 use commonware_p2p::{
@@ -205,6 +206,42 @@ async fn the_peer_set_is_the_validators_and_a_block_is_a_ban() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// commonware's resolver sends each request to one peer and waits its fetch timeout only
+/// when the send was accepted: a validator that is not connected must refuse it, so the
+/// request goes to another peer at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_only_to_a_validator_that_is_not_connected_is_rejected() {
+    let nodes = Nodes::start().await;
+    nodes.connected().await;
+    let absent = ed25519::PrivateKey::from_seed(9).public_key();
+    let mut validators = nodes.validators();
+    validators.push(absent.clone());
+    let net = ConsensusNet::new(nodes.networks[0].clone(), &validators).expect("consensus");
+    let (mut requests, _) = net.register(4).expect("channel");
+    let send = |requests: &mut stave_consensus::transport::ChannelSender, to| {
+        requests
+            .check(to)
+            .expect("no rate limit")
+            .send(Bytes::from_static(b"request"), false)
+    };
+    assert_eq!(
+        send(&mut requests, Recipients::One(absent.clone())),
+        Unreliable::Rejected
+    );
+    assert_eq!(
+        send(&mut requests, Recipients::One(nodes.keys[1].public_key())),
+        Unreliable::new(Feedback::Ok)
+    );
+    // Some of the named validators connected: delivered to those.
+    assert_eq!(
+        send(
+            &mut requests,
+            Recipients::Some(vec![absent, nodes.keys[1].public_key()])
+        ),
+        Unreliable::new(Feedback::Ok)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
