@@ -289,6 +289,55 @@ fn benches_end_with_the_json_line_of_the_contract() {
 }
 
 #[test]
+fn bench_pipeline_reports_the_medians_of_its_rounds() {
+    let pipeline = bench_json(&[
+        "bench",
+        "pipeline",
+        "--txs",
+        "60",
+        "--block-txs",
+        "20",
+        "--runs",
+        "3",
+        "--svg",
+        std::env::temp_dir()
+            .join(format!("stave-bench-{}.svg", std::process::id()))
+            .to_str()
+            .expect("utf-8 path"),
+        "--json",
+    ]);
+    assert_eq!(pipeline["runs"], 3);
+    assert_eq!(pipeline["blocks"], 3);
+    // Each speedup is the median serial time over the median parallel time.
+    for stage in ["decode", "verify", "execute", "commit", "total"] {
+        let key = format!("{stage}_ms");
+        let serial = pipeline["serial"][&key].as_f64().expect("serial time");
+        let parallel = pipeline["parallel"][&key].as_f64().expect("parallel time");
+        let speedup = pipeline["speedup"][stage].as_f64().expect("speedup");
+        assert!(
+            serial > 0.0 && parallel > 0.0,
+            "{stage}: {serial} / {parallel}"
+        );
+        // Times are printed to the microsecond and ratios to 0.001.
+        let low = (serial - 0.0005) / (parallel + 0.0005) - 0.0005;
+        let high = (serial + 0.0005) / (parallel - 0.0005).max(1e-9) + 0.0005;
+        assert!(
+            (low..=high).contains(&speedup),
+            "{stage}: {speedup} is not {serial} / {parallel}"
+        );
+    }
+    let bound = pipeline["bound_tps"].as_f64().expect("bound");
+    let tps = pipeline["parallel"]["tps"].as_f64().expect("tps");
+    let bound_ratio = pipeline["bound_ratio"].as_f64().expect("bound ratio");
+    assert!((bound_ratio - tps / bound).abs() <= 0.002 * bound_ratio + 0.001);
+    let zero_runs = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .args(["bench", "pipeline", "--runs", "0"])
+        .output()
+        .expect("runs");
+    assert_eq!(zero_runs.status.code(), Some(2), "clap refuses --runs 0");
+}
+
+#[test]
 fn bench_state_reports_per_layer_shares_that_sum_to_one() {
     let state = bench_json(&[
         "bench",

@@ -1,8 +1,13 @@
 //! `stave bench pipeline`: the main job. Signs a workload, builds blocks of it, then
 //! imports them into two fresh data dirs, once with every stage serial and once with
-//! every stage parallel, and reports each stage's time (DESIGN.md §5).
+//! every stage parallel, and reports each stage's time (DESIGN.md §5). It does so in
+//! several rounds and reports medians, so one noisy moment of a shared machine does not
+//! decide the ratios.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -44,6 +49,10 @@ pub struct PipelineArgs {
     /// Whether senders are already cached.
     #[arg(long, value_enum, default_value_t = SenderCacheMode::Cold)]
     sender_cache: SenderCacheMode,
+    /// Rounds, each a serial import then a parallel one (and a recovery-rate sample);
+    /// every figure reported is the median over the rounds.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
     /// Where to write the stage chart.
     #[arg(long, default_value = "stave-bench.svg")]
     svg: std::path::PathBuf,
@@ -80,6 +89,7 @@ struct Report {
     txs: usize,
     blocks: usize,
     threads: usize,
+    runs: u32,
     serial: RunReport,
     parallel: RunReport,
     speedup: Speedup,
@@ -88,7 +98,7 @@ struct Report {
     bound_ratio: f64,
 }
 
-fn ms(d: std::time::Duration) -> f64 {
+fn ms(d: Duration) -> f64 {
     ratio(d.as_secs_f64() * 1e3, 1.0)
 }
 
@@ -98,7 +108,7 @@ fn import(
     blocks: &[Vec<u8>],
     parallelism: Parallelism,
     cache: Option<Arc<SenderCache>>,
-) -> anyhow::Result<(StageTimes, std::time::Duration, stave_primitives::B256)> {
+) -> anyhow::Result<(StageTimes, Duration, stave_primitives::B256)> {
     let dir = tempfile::tempdir()?;
     let store = LmdbStore::open(dir.path(), 16 << 30)?;
     let mut chain = Chain::open_with(&store, spec, threads(), parallelism, cache)?;
@@ -120,7 +130,7 @@ fn import(
     Ok((times, wall, chain.head()?.1))
 }
 
-fn run_report(times: &StageTimes, wall: std::time::Duration, txs: usize) -> RunReport {
+fn run_report(times: &StageTimes, wall: Duration, txs: usize) -> RunReport {
     RunReport {
         decode_ms: ms(times.decode),
         verify_ms: ms(times.verify),
@@ -128,6 +138,31 @@ fn run_report(times: &StageTimes, wall: std::time::Duration, txs: usize) -> RunR
         commit_ms: ms(times.commit),
         total_ms: ms(wall),
         tps: ratio(txs as f64, wall.as_secs_f64()),
+    }
+}
+
+/// One import's stage times and wall time.
+#[derive(Debug)]
+struct Import {
+    times: StageTimes,
+    wall: Duration,
+}
+
+/// The median of each stage's time and of the wall time over `imports` (not empty).
+fn median_import(imports: &[Import]) -> Import {
+    let median = |field: fn(&Import) -> Duration| {
+        let mut values: Vec<Duration> = imports.iter().map(field).collect();
+        values.sort();
+        values[values.len() / 2]
+    };
+    Import {
+        times: StageTimes {
+            decode: median(|i| i.times.decode),
+            verify: median(|i| i.times.verify),
+            execute: median(|i| i.times.execute),
+            commit: median(|i| i.times.commit),
+        },
+        wall: median(|i| i.wall),
     }
 }
 
@@ -171,12 +206,14 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         .map(|(i, chunk)| producer.build(chunk.to_vec(), 1_700_000_000 + i as u64))
         .collect::<Result<Vec<_>, _>>()?;
 
-    // Recoveries per second on one core, measured now, on this workload's first block.
+    // Recoveries per second on one core, sampled in every round on this workload's
+    // first block.
     let sample: Vec<_> = txs.iter().take(args.block_txs).cloned().collect();
-    let sample_len = sample.len();
-    let start = Instant::now();
-    verify_serial(sample, CHAIN_ID, None)?;
-    let ecrecover_tps_per_core = sample_len as f64 / start.elapsed().as_secs_f64();
+    let recovery_rate = || -> anyhow::Result<f64> {
+        let start = Instant::now();
+        verify_serial(sample.clone(), CHAIN_ID, None)?;
+        Ok(sample.len() as f64 / start.elapsed().as_secs_f64())
+    };
 
     let cache = (args.sender_cache == SenderCacheMode::Warm).then(|| {
         let cache = SenderCache::new(args.txs.max(1));
@@ -185,21 +222,41 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
             .for_each(|tx| cache.insert(tx.tx.hash(), tx.sender));
         Arc::new(cache)
     });
-    eprintln!(
-        "importing {} blocks serially, then in parallel…",
-        blocks.len()
-    );
-    let (serial_times, serial_wall, serial_head) =
-        import(&spec, &blocks, Parallelism::Serial, cache.clone())?;
-    let (parallel_times, parallel_wall, parallel_head) =
-        import(&spec, &blocks, Parallelism::Parallel, cache)?;
-    anyhow::ensure!(
-        serial_head == parallel_head,
-        "serial and parallel imports ended at different heads: {serial_head} vs {parallel_head}"
-    );
+    let (mut serials, mut parallels, mut rates) = (Vec::new(), Vec::new(), Vec::new());
+    let mut head = None;
+    for round in 1..=args.runs {
+        eprintln!(
+            "round {round} of {}: importing {} blocks serially, then in parallel…",
+            args.runs,
+            blocks.len()
+        );
+        rates.push(recovery_rate()?);
+        for (parallelism, imports) in [
+            (Parallelism::Serial, &mut serials),
+            (Parallelism::Parallel, &mut parallels),
+        ] {
+            let (times, wall, ended) = import(&spec, &blocks, parallelism, cache.clone())?;
+            let expected = *head.get_or_insert(ended);
+            anyhow::ensure!(
+                ended == expected,
+                "imports ended at different heads: {ended} ({parallelism:?}, round {round}) vs {expected}"
+            );
+            imports.push(Import { times, wall });
+        }
+    }
+    let parallel_head = head.expect("at least one round");
+    rates.sort_by(f64::total_cmp);
+    let ecrecover_tps_per_core = rates[rates.len() / 2];
+    let Import {
+        times: serial_times,
+        wall: serial_wall,
+    } = median_import(&serials);
+    let Import {
+        times: parallel_times,
+        wall: parallel_wall,
+    } = median_import(&parallels);
 
-    let speed =
-        |s: std::time::Duration, p: std::time::Duration| ratio(s.as_secs_f64(), p.as_secs_f64());
+    let speed = |s: Duration, p: Duration| ratio(s.as_secs_f64(), p.as_secs_f64());
     let serial = run_report(&serial_times, serial_wall, args.txs);
     let parallel = run_report(&parallel_times, parallel_wall, args.txs);
     let bound_tps = threads as f64 * ecrecover_tps_per_core;
@@ -209,6 +266,7 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         txs: args.txs,
         blocks: blocks.len(),
         threads,
+        runs: args.runs,
         speedup: Speedup {
             decode: speed(serial_times.decode, parallel_times.decode),
             verify: speed(serial_times.verify, parallel_times.verify),
@@ -223,8 +281,13 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         parallel,
     };
     println!(
-        "pipeline: {} txs ({:?}), {} blocks of {}, {threads} threads, sender cache {:?}; same head {parallel_head}",
-        report.txs, report.workload, report.blocks, args.block_txs, report.sender_cache
+        "pipeline: {} txs ({:?}), {} blocks of {}, {threads} threads, sender cache {:?}; same head {parallel_head}; medians of {} rounds",
+        report.txs,
+        report.workload,
+        report.blocks,
+        args.block_txs,
+        report.sender_cache,
+        report.runs
     );
     println!(
         "{:<10} {:>12} {:>12} {:>9}",
