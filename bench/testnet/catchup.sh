@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# #12's catch-up under load: 4 validators take LAG0 transactions; validator 3 is SIGKILLed;
+# the other three take LAG more; then validator 3 restarts while a second load of BUSY
+# transactions at RATE keeps the chain producing. Reports, over the same window (from
+# validator 3's process start until its head meets validator 0's), the transactions per
+# second it imported and those the chain finalized, and checks both end at the same block
+# hash and state root.
+#
+# Usage: bench/testnet/catchup.sh     (LAG0 30000, LAG 60000, BUSY 40000, RATE max)
+source "$(dirname "$0")/lib.sh"
+LAG0="${LAG0:-30000}"; LAG="${LAG:-60000}"; BUSY="${BUSY:-40000}"; RATE="${RATE:-max}"
+RPC3=$((RPC0 + 3))
+
+start_testnet
+echo "healthy, $LAG0 txs: $(load $RPC0 200 "$LAG0" max)"
+node3="$(pgrep -f "$WORK/tn/node3/config.toml" | head -1)"
+kill -9 "$node3"
+sleep 0.5
+killed="$(head_of $RPC0)"
+echo "validator 3 SIGKILLed at block $killed; $LAG txs into the other three: $(load $RPC0 200 "$LAG" max)"
+
+load $((RPC0 + 1)) 300 "$BUSY" "$RATE" > "$WORK/busy.json" &
+busy=$!; PIDS+=($busy)
+sleep 1.5
+produced_from="$(head_of $RPC0)"
+start="$(date +%s.%N)"
+"$STAVE" node --config "$WORK/tn/node3/config.toml" >> "$WORK/tn/node3/node.log" 2>&1 &
+PIDS+=($!)
+while true; do
+  h3="$(head_of $RPC3)"
+  [ "$h3" -gt "$killed" ] && [ "$h3" -ge "$(head_of $RPC0)" ] && break
+  sleep 0.05
+done
+end="$(date +%s.%N)"
+wait $busy || true
+echo "second load: $(cat "$WORK/busy.json")"
+python3 - "$start" "$end" "$killed" "$produced_from" "$h3" \
+  "$(txs_to $RPC0 "$killed")" "$(txs_to $RPC0 "$produced_from")" "$(txs_to $RPC0 "$h3")" <<'PY'
+import sys
+start, end = float(sys.argv[1]), float(sys.argv[2])
+killed, produced_from, caught = map(int, sys.argv[3:6])
+at_kill, at_restart, at_end = map(int, sys.argv[6:9])
+window = end - start
+imported, produced = at_end - at_kill, at_end - at_restart
+print(f"window {window:.2f} s from process start: validator 3 imported {caught - killed} blocks, "
+      f"{imported} txs = {imported / window:.0f} tx/s")
+print(f"the chain finalized {caught - produced_from} blocks, {produced} txs = {produced / window:.0f} tx/s "
+      f"in the same window: catch-up {imported / max(produced, 1):.1f}x the production rate")
+PY
+a="$(block_of $RPC0 "$h3")"; b="$(block_of $RPC3 "$h3")"
+echo "block $h3: validator 0 $a; validator 3 $b"
+[ "$a" = "$b" ] || { echo "validator 3 disagrees" >&2; exit 1; }

@@ -1,0 +1,62 @@
+# Shared by the testnet measurements (sourced, not run): the binary, a scratch directory
+# removed on exit, JSON-RPC helpers, and a 4-validator testnet on high ports.
+#
+# STAVE (default: the release binary under $CARGO_TARGET_DIR, or ~/.cache/stave-target)
+# names the binary; build it first (`./scripts/bench.sh` does). Needs curl and python3.
+set -euo pipefail
+STAVE="${STAVE:-${CARGO_TARGET_DIR:-$HOME/.cache/stave-target}/release/stave}"
+[ -x "$STAVE" ] || { echo "no stave binary at $STAVE (build it, or set STAVE)" >&2; exit 1; }
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+RPC0=18545; METRICS0=19001; P2P0=31300
+
+# rpc PORT METHOD [PARAMS]: one JSON-RPC call, the raw answer.
+rpc() {
+  curl -s -XPOST -H 'content-type: application/json' "127.0.0.1:$1" \
+    -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$2\",\"params\":${3:-[]}}"
+}
+
+# head_of PORT: the node's block number, or -1 while it does not answer.
+head_of() {
+  rpc "$1" eth_blockNumber | python3 -c 'import sys,json; print(int(json.load(sys.stdin)["result"],16))' 2>/dev/null || echo -1
+}
+
+# block_of PORT N: "hash stateRoot" of block N.
+block_of() {
+  rpc "$1" eth_getBlockByNumber "[\"$(printf 0x%x "$2")\",false]" \
+    | python3 -c 'import sys,json; r=json.load(sys.stdin)["result"]; print(r["hash"], r["stateRoot"])'
+}
+
+# txs_to PORT N: transactions in blocks 1..N.
+txs_to() {
+  for ((b = 1; b <= $2; b++)); do
+    rpc "$1" eth_getBlockTransactionCountByNumber "[\"$(printf 0x%x $b)\"]"; echo
+  done | python3 -c 'import sys,json; print(sum(int(json.loads(l)["result"],16) for l in sys.stdin if l.strip()))'
+}
+
+# load PORT ACCOUNTS TXS RATE: `stave load` against one node; prints its JSON line.
+load() {
+  "$STAVE" load --rpc "http://127.0.0.1:$1" --accounts "$2" --txs "$3" --rate "$4" --json 2>/dev/null | tail -1
+}
+
+# wait_for PORT: until the node answers JSON-RPC (30 s at most).
+wait_for() {
+  for _ in $(seq 300); do [ "$(head_of "$1")" -ge 0 ] && return 0; sleep 0.1; done
+  echo "node on port $1 did not answer" >&2; exit 1
+}
+
+# start_testnet: 4 validators under $WORK/tn (node i: RPC RPC0+i, metrics, P2P likewise).
+start_testnet() {
+  "$STAVE" testnet init --nodes 4 --dir "$WORK/tn" --rpc-port $RPC0 --metrics-port $METRICS0 \
+    --p2p-port $P2P0 > /dev/null
+  "$STAVE" testnet run --dir "$WORK/tn" > "$WORK/testnet.log" 2>&1 &
+  PIDS+=($!)
+  for i in 0 1 2 3; do wait_for $((RPC0 + i)); done
+}
