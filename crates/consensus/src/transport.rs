@@ -373,8 +373,7 @@ impl CheckedSender for CheckedChannelSender<'_> {
     /// full, or the message too large: a bug, logged); `Backoff` if some queues were full;
     /// otherwise `Ok` (a recipient not connected misses it). A request sent to one peer that
     /// is not connected is thus `Rejected`, and commonware's resolver asks another peer at
-    /// once instead of waiting out its fetch timeout (a restarted validator's first
-    /// requests go out before its links are up: that cost it ~2 s of catch-up).
+    /// once instead of waiting out its fetch timeout for an answer that cannot come.
     fn send(self, message: impl Into<IoBufs> + Send, _priority: bool) -> Unreliable<Feedback> {
         let network = &self.sender.network;
         if network.is_shut_down() {
