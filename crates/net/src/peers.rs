@@ -581,9 +581,14 @@ async fn read_loop(
         match next {
             Some(Ok(frame)) => shared.route(peer, frame),
             Some(Err(error)) => {
-                tracing::warn!(peer = %short_id(&peer), %error, "closing connection");
-                if let Some(offence) = error.offence() {
-                    shared.penalize(peer, offence);
+                match error.offence() {
+                    Some(offence) => {
+                        tracing::warn!(peer = %short_id(&peer), %error, "closing connection: bad frame");
+                        shared.penalize(peer, offence);
+                    }
+                    // The link failed (the peer stopped or crashed, or the network dropped):
+                    // nothing the peer is to blame for, and it is redialled.
+                    None => tracing::info!(peer = %short_id(&peer), %error, "connection lost"),
                 }
                 break;
             }
