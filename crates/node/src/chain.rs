@@ -10,7 +10,10 @@
 //! Prometheus exporter).
 
 use std::{
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -665,7 +668,11 @@ impl<'s> Chain<'s> {
         loop {
             let next = blocks.next();
             let on = ExecuteOn::beside(&pending, next.is_some());
+            // Set once block N is applied: block N+1 is about to execute and reads for
+            // itself what the prefetch has not loaded by then.
+            let stop_prefetch = AtomicBool::new(false);
             let (applied, received) = std::thread::scope(|scope| {
+                let stop_prefetch = &stop_prefetch;
                 let ahead = next.map(|bytes| {
                     scope.spawn(move || {
                         let received = this.receive(bytes)?;
@@ -678,6 +685,7 @@ impl<'s> Chain<'s> {
                                     this.chain_id,
                                     received.block.header(),
                                     recovered,
+                                    stop_prefetch,
                                 );
                             });
                             tracing::debug!(prefetch_us = elapsed.as_micros() as u64, "prefetched");
@@ -688,6 +696,7 @@ impl<'s> Chain<'s> {
                 // The oldest state layers go to disk in the background.
                 let flushing = scope.spawn(|| this.layers.flush(true));
                 let applied = this.apply(pending, Flush::Later, on);
+                stop_prefetch.store(true, Ordering::Relaxed);
                 let flushed = flushing.join();
                 (
                     applied.and_then(|imported| match flushed {

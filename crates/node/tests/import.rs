@@ -226,6 +226,32 @@ fn every_stage_records_its_time_per_block() {
 }
 
 #[test]
+fn a_prefetch_told_to_stop_leaves_the_rest_to_execution() {
+    let spec = workload_genesis(CHAIN_ID, 40, Some(TOKEN));
+    let (_dir, store) = store();
+    let chain = Chain::open(&store, &spec, 2).expect("opens");
+    let (genesis, _) = stave_node::genesis(&spec);
+    let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
+    let txs = recovered(signed(|i| {
+        builder.transfer(0, Address::with_last_byte(i as u8 + 100), U256::from(1))
+    }));
+    let prefetcher = stave_state::Prefetcher::new(2).expect("threads");
+    let layers = chain.layers();
+    let prefetch = |stop: bool| {
+        let stop = std::sync::atomic::AtomicBool::new(stop);
+        prefetcher.prefetch(&layers.latest(), CHAIN_ID, genesis.header(), &txs, &stop);
+        // What the prefetch loaded and execution never used is counted when the pool
+        // is emptied.
+        layers.clear_origin();
+        layers.take_reads().wasted_prefetch
+    };
+    // Stopped before it began: nothing loaded.
+    assert_eq!(prefetch(true), 0);
+    // Left to run: every sender and every recipient.
+    assert_eq!(prefetch(false), 80);
+}
+
+#[test]
 fn the_stream_pipeline_with_prefetch_ends_at_the_same_head_and_state() {
     let (spec, _a, _store_a, blocks) = produced();
     let mut heads = Vec::new();

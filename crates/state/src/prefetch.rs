@@ -9,6 +9,8 @@
 //! below the diff layers, which are the same for any snapshot: it cannot change a result,
 //! only its speed.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use rayon::prelude::*;
 use stave_exec::{CallRequest, StateReader as _};
 use stave_primitives::{Header, RecoveredTx};
@@ -47,17 +49,23 @@ impl Prefetcher {
 
     /// Loads what `txs` will read from `snapshot`: senders and recipients, and for
     /// transactions that run code, whatever a speculative run in `header`'s environment
-    /// touches; returns when done.
+    /// touches. Returns when done, or soon after `stop` is set: the transactions not
+    /// started by then are left for execution to read, so a prefetch that cannot finish
+    /// before the block executes never holds the block up.
     pub fn prefetch(
         &self,
         snapshot: &Snapshot<'_, '_>,
         chain_id: u64,
         header: &Header,
         txs: &[RecoveredTx],
+        stop: &AtomicBool,
     ) {
         let snapshot = snapshot.for_prefetch();
         self.pool.install(|| {
             txs.par_iter().for_each(|tx| {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
                 let call = CallRequest::from_tx(tx);
                 let _sender = snapshot.account(call.from);
                 let runs_code = match call.to {
