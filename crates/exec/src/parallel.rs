@@ -259,12 +259,12 @@ fn chunk_holds(
 const CHECKS_PER_TASK: usize = 256;
 
 /// True when every read of every speculation still holds in `overlay`; checked on all
-/// threads, since the committer waits for the answer.
+/// threads, the committer's included, since it waits for the answer.
 fn reads_hold(runs: &[Speculation], overlay: Overlay<'_>) -> Result<bool, ExecError> {
     if runs.len() > CHECKS_PER_TASK {
         let (left, right) = runs.split_at(runs.len() / 2);
-        let (left, right) =
-            rayon::join(|| reads_hold(left, overlay), || reads_hold(right, overlay));
+        let (right, left) =
+            side_by_side(|| reads_hold(right, overlay), || reads_hold(left, overlay));
         return Ok(left? && right?);
     }
     overlay.with_view(|view| {

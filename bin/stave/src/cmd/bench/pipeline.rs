@@ -244,7 +244,7 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
             imports.push(Import { times, wall });
         }
     }
-    let parallel_head = head.expect("at least one round");
+    let same_head = head.expect("at least one round");
     rates.sort_by(f64::total_cmp);
     let ecrecover_tps_per_core = rates[rates.len() / 2];
     let Import {
@@ -281,7 +281,7 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         parallel,
     };
     println!(
-        "pipeline: {} txs ({:?}), {} blocks of {}, {threads} threads, sender cache {:?}; same head {parallel_head}; medians of {} rounds",
+        "pipeline: {} txs ({:?}), {} blocks of {}, {threads} threads, sender cache {:?}; same head {same_head}; medians of {} rounds",
         report.txs,
         report.workload,
         report.blocks,
