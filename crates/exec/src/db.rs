@@ -315,6 +315,13 @@ pub(crate) struct AccountWrite {
     change: WriteKind,
 }
 
+impl AccountWrite {
+    /// The account written.
+    pub(crate) fn address(&self) -> Address {
+        self.address
+    }
+}
+
 enum WriteKind {
     /// Self-destructed, or touched while empty (EIP-161): gone with its storage.
     Deleted,
@@ -383,13 +390,21 @@ pub(crate) enum Read {
 }
 
 impl Read {
+    /// The account read (or whose slot was read).
+    pub(crate) fn address(&self) -> Address {
+        match *self {
+            Self::Account(address, _) | Self::Storage(address, _, _) => address,
+        }
+    }
+
     /// True when `view` still gives the value that was read.
     ///
     /// The base state never changes, so a key `view`'s diff does not hold was never
     /// written by the transactions committed before: the value read (from the base, or
     /// from a transaction earlier in the reader's own chunk, whose reads are checked
-    /// first) still stands. Only keys the committed transactions wrote are compared, and
-    /// the base is never read again.
+    /// first) still stands, provided that earlier transaction was committed as
+    /// speculated (the committer checks that separately). Only keys the committed
+    /// transactions wrote are compared, and the base is never read again.
     pub(crate) fn holds(&self, view: View<'_>) -> Result<bool, StateError> {
         Ok(match *self {
             Self::Account(address, seen) => view

@@ -31,6 +31,7 @@
 //! [`execute_serial`]: crate::execute_serial
 
 use std::{
+    collections::HashSet,
     ops::Range,
     sync::atomic::{AtomicU64, Ordering},
 };
@@ -38,11 +39,12 @@ use std::{
 use parking_lot::RwLock;
 
 use alloy_consensus::Transaction as _;
+use alloy_primitives::Address;
 use revm::context_interface::ContextTr;
 use stave_primitives::{Header, RecoveredTx, StateDiff};
 
 use crate::{
-    db::{BlockDb, Overlay, Read, RecordingDb, View, append_diff},
+    db::{AccountWrite, BlockDb, Overlay, Read, RecordingDb, View, append_diff},
     error::ExecError,
     evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
     serial::{ExecutionOutcome, Mode, Tally, execute_serial},
@@ -312,25 +314,52 @@ fn commit_one_by_one<'db>(
     txs: &[RecoveredTx],
     chunk: SpeculatedChunk,
 ) -> Result<(), ExecError> {
+    let mut tainted = Tainted::default();
     for (index, speculation) in chunk.range.zip(chunk.runs) {
         let tx = &txs[index];
         if !tally.fits(index, tx)? {
+            tainted.add(&speculation);
             continue;
         }
         let overlay = evm.ctx.db_mut().overlay;
-        let valid = match speculation {
-            Some((reads, run)) => overlay
-                .with_view(|view| all_hold(&reads, view))?
-                .then_some(run),
-            None => None,
+        let holds = match &speculation {
+            Some((reads, _)) => {
+                !tainted.read_by(reads) && overlay.with_view(|view| all_hold(reads, view))?
+            }
+            None => false,
         };
-        let run = match valid {
-            Some(run) => run,
-            None => run_tx(evm, handler, tx, index)?,
+        let run = match speculation {
+            Some((_, run)) if holds => run,
+            speculation => {
+                tainted.add(&speculation);
+                run_tx(evm, handler, tx, index)?
+            }
         };
         tally.commit(index, run, evm.ctx.db_mut())?;
     }
     Ok(())
+}
+
+/// Accounts a speculator's chunk holds values of that were never committed: written by
+/// a speculation that was left out (block gas) or executed again. A later speculation of
+/// the chunk that read one of them may have read a value serial execution never
+/// produced, and the committed state cannot tell (the key may be one no committed
+/// transaction wrote), so it is executed again too.
+#[derive(Default)]
+struct Tainted(HashSet<Address>);
+
+impl Tainted {
+    /// Taints every account `speculation` wrote into its chunk.
+    fn add(&mut self, speculation: &Speculation) {
+        if let Some((_, TxRun::Executed { writes, .. })) = speculation {
+            self.0.extend(writes.iter().map(AccountWrite::address));
+        }
+    }
+
+    /// True when one of `reads` is of a tainted account.
+    fn read_by(&self, reads: &[Read]) -> bool {
+        !self.0.is_empty() && reads.iter().any(|read| self.0.contains(&read.address()))
+    }
 }
 
 #[cfg(test)]

@@ -262,3 +262,33 @@ fn token_transfers_from_distinct_senders_merge_the_token_storage_of_every_chunk(
         token.storage.len()
     );
 }
+
+#[test]
+fn a_transaction_after_one_left_out_of_its_chunk_sees_the_state_without_it() {
+    // On 2 threads the second chunk is sender 5's two transactions. The first does not
+    // fit the gas the block has left, so it is left out; its speculation still gave the
+    // sender nonce 1, which the second's speculation read. Serially the second has a
+    // nonce gap and is left out too.
+    // Distinct recipients, so nothing but the sender links the two chunks' reads.
+    let to = |byte| TxKind::Call(Address::repeat_byte(byte));
+    let txs = vec![
+        tx(0, 0, to(0x71), 1, 21_000, Bytes::new()),
+        tx(1, 0, to(0x72), 1, 21_000, Bytes::new()),
+        tx(5, 0, to(0x73), 1, 30_000, Bytes::new()),
+        tx(5, 1, to(0x74), 1, 21_000, Bytes::new()),
+    ];
+    let header = header(63_000);
+    let serial = execute_serial(&state(), CHAIN_ID, &header, &txs, Mode::Build).expect("serial");
+    assert_eq!(serial.included, [0, 1]);
+    assert!(
+        serial.skipped[1].reason.contains("nonce"),
+        "{:?}",
+        serial.skipped
+    );
+    for executor in executors() {
+        let parallel = executor
+            .execute(&state(), CHAIN_ID, &header, &txs, Mode::Build)
+            .expect("parallel");
+        assert_same(&parallel, &serial, executor.threads());
+    }
+}
