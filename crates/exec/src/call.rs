@@ -24,10 +24,10 @@ use revm::{
         InterpreterTypes, instruction_table,
     },
 };
-use stave_primitives::{Header, StateDiff};
+use stave_primitives::Header;
 
 use crate::{
-    db::{BlockDb, Overlay},
+    db::{BlockDb, Changes, Overlay},
     error::ExecError,
     evm::block_evm,
     state::StateReader,
@@ -223,7 +223,7 @@ fn run(
     request: &CallRequest,
     deadline: Option<Instant>,
 ) -> Result<CallOutcome, ExecError> {
-    let diff = RwLock::new(StateDiff::default());
+    let diff = RwLock::new(Changes::default());
     let hits = AtomicU64::new(0);
     let call_header = Header {
         base_fee_per_gas: 0,

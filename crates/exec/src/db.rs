@@ -1,5 +1,6 @@
 //! The state a transaction sees while a block executes: the block's changes so far
-//! ([`StateDiff`]) over the state before the block ([`StateReader`]).
+//! ([`Changes`], sorted into a [`StateDiff`] when the block is done) over the state before
+//! the block ([`StateReader`]).
 //!
 //! Each diff sits behind a `RwLock`: [`BlockDb`] (the serial executor's and the parallel
 //! committer's database) writes each transaction's changes into the block's diff;
@@ -10,26 +11,113 @@
 //! sampled by speculators with `try_read`, so they never make its writer park.
 
 use std::{
-    cmp::Ordering,
+    collections::BTreeMap,
     sync::atomic::{AtomicU64, Ordering as AtomicOrdering},
 };
 
-use alloy_primitives::{Address, B256, Bytes, U256};
+use alloy_primitives::{Address, B256, Bytes, U256, map::AddressHashMap};
 use parking_lot::RwLock;
 use revm::{
     database_interface::Database,
     primitives::{KECCAK_EMPTY, StorageKey, StorageValue},
     state::{AccountInfo, Bytecode, EvmState},
 };
-use stave_primitives::{AccountDiff, AccountState, StateDiff};
+use stave_primitives::{AccountDiff, AccountDiffs, AccountState, StateDiff};
 
 use crate::{error::StateError, state::StateReader};
+
+/// A block's changes while it executes: a hash map of accounts (with a randomly seeded
+/// hasher, so crafted addresses cannot make it slow), for the executor's many random
+/// reads and writes; sorted into a [`StateDiff`] once, when the block or chunk is done.
+#[derive(Default)]
+pub(crate) struct Changes {
+    accounts: AddressHashMap<AccountDiff>,
+    codes: BTreeMap<B256, Bytes>,
+}
+
+impl Changes {
+    /// The changes in address order.
+    pub(crate) fn into_diff(self) -> StateDiff {
+        StateDiff {
+            accounts: AccountDiffs::from_unique(self.accounts.into_iter().collect()),
+            codes: self.codes,
+        }
+    }
+
+    /// The changes of a sorted diff, to execute on top of.
+    pub(crate) fn from_diff(diff: StateDiff) -> Self {
+        Self {
+            accounts: diff.accounts.into_iter().collect(),
+            codes: diff.codes,
+        }
+    }
+}
+
+/// Changes a speculation's reads are checked against (those committed before it): the
+/// committer's hash map, or a block's sorted diff.
+pub(crate) trait Committed: Sync {
+    /// The committed change of `address`, if there is one.
+    fn change(&self, address: &Address) -> Option<&AccountDiff>;
+}
+
+impl Committed for Changes {
+    fn change(&self, address: &Address) -> Option<&AccountDiff> {
+        self.accounts.get(address)
+    }
+}
+
+impl Committed for StateDiff {
+    fn change(&self, address: &Address) -> Option<&AccountDiff> {
+        self.accounts.get(address)
+    }
+}
+
+/// Adds `amount` wei to `address` in `diff`, the changes of a block over `base`
+/// (creating the account if needed): the proposer's fee credit, made once the block's
+/// transactions are done.
+pub(crate) fn credit(
+    diff: &mut StateDiff,
+    base: &dyn StateReader,
+    address: Address,
+    amount: U256,
+) -> Result<(), StateError> {
+    let current = match diff.accounts.get(&address) {
+        Some(change) => change.info,
+        None => base.account(address)?,
+    };
+    let mut info = current.unwrap_or(AccountState {
+        nonce: 0,
+        balance: U256::ZERO,
+        code_hash: KECCAK_EMPTY,
+    });
+    info.balance = info.balance.saturating_add(amount);
+    // A new account is "created": no storage from before survives, as for any write.
+    let created = current.is_none();
+    match diff.accounts.get_mut(&address) {
+        Some(change) => {
+            if created {
+                change.storage_cleared = true;
+                change.storage.clear();
+            }
+            change.info = Some(info);
+        }
+        None => {
+            let change = AccountDiff {
+                info: Some(info),
+                storage_cleared: created,
+                storage: BTreeMap::new(),
+            };
+            diff.accounts.insert(address, change);
+        }
+    }
+    Ok(())
+}
 
 /// The block's overlay: the diff so far (behind its lock) over the base state.
 #[derive(Clone, Copy)]
 pub(crate) struct Overlay<'a> {
     base: &'a dyn StateReader,
-    diff: &'a RwLock<StateDiff>,
+    diff: &'a RwLock<Changes>,
     /// Account and slot reads the diff served (L1 hits).
     hits: &'a AtomicU64,
 }
@@ -37,7 +125,7 @@ pub(crate) struct Overlay<'a> {
 impl<'a> Overlay<'a> {
     pub(crate) fn new(
         base: &'a dyn StateReader,
-        diff: &'a RwLock<StateDiff>,
+        diff: &'a RwLock<Changes>,
         hits: &'a AtomicU64,
     ) -> Self {
         Self { base, diff, hits }
@@ -53,15 +141,21 @@ impl<'a> Overlay<'a> {
         })
     }
 
-    /// Runs `f` on a consistent view of the overlay if no one is writing it right now;
-    /// `None` instead of waiting for the writer.
-    pub(crate) fn try_with_view<R>(&self, f: impl FnOnce(View<'_>) -> R) -> Option<R> {
+    /// Runs `f` on the changes so far if no one is writing them right now; `None`
+    /// instead of waiting for the writer.
+    pub(crate) fn try_with_changes<R>(&self, f: impl FnOnce(&Changes) -> R) -> Option<R> {
         let guard = self.diff.try_read()?;
-        Some(f(View {
-            base: self.base,
-            diff: &guard,
-            hits: self.hits,
-        }))
+        Some(f(&guard))
+    }
+
+    /// Runs `f` on the changes so far.
+    pub(crate) fn with_changes<R>(&self, f: impl FnOnce(&Changes) -> R) -> R {
+        f(&self.diff.read())
+    }
+
+    /// Replaces the changes so far with `changes`.
+    pub(crate) fn replace(&self, changes: Changes) {
+        *self.diff.write() = changes;
     }
 
     /// Tells the base state how many reads the block's own changes served.
@@ -75,9 +169,9 @@ impl<'a> Overlay<'a> {
         apply_writes(&mut self.diff.write(), writes);
     }
 
-    /// Takes the diff out, leaving an empty one.
+    /// Takes the changes out in address order, leaving none.
     pub(crate) fn take_diff(&self) -> StateDiff {
-        std::mem::take(&mut *self.diff.write())
+        std::mem::take(&mut *self.diff.write()).into_diff()
     }
 }
 
@@ -85,7 +179,7 @@ impl<'a> Overlay<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct View<'a> {
     base: &'a dyn StateReader,
-    diff: &'a StateDiff,
+    diff: &'a Changes,
     hits: &'a AtomicU64,
 }
 
@@ -181,26 +275,6 @@ impl<'a> BlockDb<'a> {
             codes: CodeCache::default(),
         }
     }
-
-    /// Adds `amount` wei to `address` (creating it if needed): the proposer's fee credit.
-    pub(crate) fn credit(&mut self, address: Address, amount: U256) -> Result<(), StateError> {
-        let current = self.overlay.with_view(|view| view.account(address))?;
-        let mut info = current.unwrap_or(AccountState {
-            nonce: 0,
-            balance: U256::ZERO,
-            code_hash: KECCAK_EMPTY,
-        });
-        info.balance = info.balance.saturating_add(amount);
-        // A new account is "created": no storage from before survives, as for any write.
-        let change = WriteKind::Updated {
-            info,
-            created: current.is_none(),
-            code: None,
-            storage: Vec::new(),
-        };
-        self.overlay.apply(&[AccountWrite { address, change }]);
-        Ok(())
-    }
 }
 
 impl Database for BlockDb<'_> {
@@ -227,7 +301,7 @@ impl Database for BlockDb<'_> {
 }
 
 /// Applies one transaction's writes to `diff`, as Ethereum commits a transaction's state.
-fn apply_writes(diff: &mut StateDiff, writes: &[AccountWrite]) {
+fn apply_writes(diff: &mut Changes, writes: &[AccountWrite]) {
     for AccountWrite { address, change } in writes {
         let account = diff.accounts.entry(*address).or_default();
         match change {
@@ -256,57 +330,6 @@ fn apply_writes(diff: &mut StateDiff, writes: &[AccountWrite]) {
             }
         }
     }
-}
-
-/// Appends `later`, the changes of transactions that follow those in `earlier`, to
-/// `earlier`: the result is what applying all their writes in order to `earlier` gives.
-/// One merge pass over the sorted maps (`BTreeMap::append`), not an insert per key.
-pub(crate) fn append_diff(earlier: &mut StateDiff, mut later: StateDiff) {
-    // Accounts both wrote: fold the earlier changes under the later ones, which `append`
-    // keeps. Found by walking both sorted key lists, not by a lookup per key.
-    let both = sorted_intersection(earlier.accounts.keys(), later.accounts.keys());
-    for address in both {
-        let (Some(first), Some(then)) = (
-            earlier.accounts.remove(&address),
-            later.accounts.get_mut(&address),
-        ) else {
-            continue;
-        };
-        // A later clear (self-destruct, re-creation) ends all that came before.
-        if !then.storage_cleared {
-            let mut storage = first.storage;
-            storage.append(&mut then.storage);
-            then.storage = storage;
-            then.storage_cleared = first.storage_cleared;
-        }
-    }
-    earlier.accounts.append(&mut later.accounts);
-    earlier.codes.append(&mut later.codes);
-}
-
-/// The keys two ascending sequences share.
-fn sorted_intersection<'k, K: Ord + Copy + 'k>(
-    left: impl Iterator<Item = &'k K>,
-    right: impl Iterator<Item = &'k K>,
-) -> Vec<K> {
-    let (mut left, mut right) = (left.peekable(), right.peekable());
-    let mut both = Vec::new();
-    while let (Some(l), Some(r)) = (left.peek(), right.peek()) {
-        match l.cmp(r) {
-            Ordering::Less => {
-                left.next();
-            }
-            Ordering::Greater => {
-                right.next();
-            }
-            Ordering::Equal => {
-                both.push(**l);
-                left.next();
-                right.next();
-            }
-        }
-    }
-    both
 }
 
 /// How one transaction changed one account, in the form the block's diff takes it.
@@ -397,22 +420,20 @@ impl Read {
         }
     }
 
-    /// True when `view` still gives the value that was read.
+    /// True when the state after the `committed` changes still gives the value read.
     ///
-    /// The base state never changes, so a key `view`'s diff does not hold was never
+    /// The base state never changes, so a key `committed` does not hold was never
     /// written by the transactions committed before: the value read (from the base, or
     /// from a transaction earlier in the reader's own chunk, whose reads are checked
     /// first) still stands, provided that earlier transaction was committed as
     /// speculated (the committer checks that separately). Only keys the committed
     /// transactions wrote are compared, and the base is never read again.
-    pub(crate) fn holds(&self, view: View<'_>) -> Result<bool, StateError> {
-        Ok(match *self {
-            Self::Account(address, seen) => view
-                .diff
-                .accounts
-                .get(&address)
+    pub(crate) fn holds(&self, committed: &impl Committed) -> bool {
+        match *self {
+            Self::Account(address, seen) => committed
+                .change(&address)
                 .is_none_or(|change| change.info == seen),
-            Self::Storage(address, slot, seen) => match view.diff.accounts.get(&address) {
+            Self::Storage(address, slot, seen) => match committed.change(&address) {
                 None => true,
                 Some(change) => match change.storage.get(&slot) {
                     Some(value) => *value == seen,
@@ -420,7 +441,7 @@ impl Read {
                     None => true,
                 },
             },
-        })
+        }
     }
 }
 
@@ -462,67 +483,5 @@ impl Database for RecordingDb<'_> {
 
     fn block_hash(&mut self, number: u64) -> Result<B256, StateError> {
         self.overlay.base.block_hash(number)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn account(balance: u64, storage: &[(u64, u64)], storage_cleared: bool) -> AccountDiff {
-        AccountDiff {
-            info: Some(AccountState {
-                nonce: 1,
-                balance: U256::from(balance),
-                code_hash: KECCAK_EMPTY,
-            }),
-            storage: storage
-                .iter()
-                .map(|(slot, value)| (U256::from(*slot), U256::from(*value)))
-                .collect(),
-            storage_cleared,
-        }
-    }
-
-    fn diff(accounts: &[(u8, AccountDiff)]) -> StateDiff {
-        StateDiff {
-            accounts: accounts
-                .iter()
-                .map(|(byte, change)| (Address::repeat_byte(*byte), change.clone()))
-                .collect(),
-            codes: Default::default(),
-        }
-    }
-
-    #[test]
-    fn appending_equals_applying_the_later_changes_in_order() {
-        let mut earlier = diff(&[
-            (1, account(10, &[(1, 1), (2, 2)], false)),
-            (2, account(20, &[(1, 1)], true)),
-            (3, account(30, &[(5, 5)], false)),
-        ]);
-        let later = diff(&[
-            // Written again: new balance, one slot overwritten, one added.
-            (1, account(11, &[(2, 9), (3, 3)], false)),
-            // Cleared by the later changes (self-destructed and re-created): nothing
-            // from before survives.
-            (3, account(31, &[(6, 6)], true)),
-            (4, account(40, &[], false)),
-        ]);
-        append_diff(&mut earlier, later);
-        let expected = diff(&[
-            (1, account(11, &[(1, 1), (2, 9), (3, 3)], false)),
-            (2, account(20, &[(1, 1)], true)),
-            (3, account(31, &[(6, 6)], true)),
-            (4, account(40, &[], false)),
-        ]);
-        assert_eq!(earlier, expected);
-    }
-
-    #[test]
-    fn an_earlier_clear_survives_a_later_write() {
-        let mut earlier = diff(&[(1, account(10, &[(1, 1)], true))]);
-        append_diff(&mut earlier, diff(&[(1, account(11, &[(2, 2)], false))]));
-        assert_eq!(earlier, diff(&[(1, account(11, &[(1, 1), (2, 2)], true))]));
     }
 }

@@ -13,7 +13,9 @@
 //!   the state committed before it (checked on two threads), and whose transactions fit
 //!   the block's gas, computed exactly what serial execution computes (revm is
 //!   deterministic in what it reads): its receipts are recorded while its diff is merged
-//!   in whole, in one pass over two sorted maps.
+//!   in whole. Every chunk sorts its changes as it finishes (the first chunk's thread
+//!   and the speculators side by side), so merging a whole chunk is one linear pass
+//!   over two sorted lists.
 //! - From the first chunk that fails that check on, transactions are committed one by
 //!   one: a speculation whose reads still hold against the state committed so far is
 //!   applied, any other transaction is executed again on that state.
@@ -33,7 +35,7 @@
 use std::{
     collections::HashSet,
     ops::Range,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
 use parking_lot::RwLock;
@@ -44,7 +46,7 @@ use revm::context_interface::ContextTr;
 use stave_primitives::{Header, RecoveredTx, StateDiff};
 
 use crate::{
-    db::{AccountWrite, BlockDb, Overlay, Read, RecordingDb, View, append_diff},
+    db::{AccountWrite, BlockDb, Changes, Committed, Overlay, Read, RecordingDb},
     error::ExecError,
     evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
     serial::{ExecutionOutcome, Mode, Tally, execute_serial},
@@ -55,7 +57,7 @@ use crate::{
 /// error, which committing settles by executing the transaction for real.
 type Speculation = Option<(Vec<Read>, TxRun)>;
 
-/// A chunk run ahead: one speculation per transaction, and the chunk's own diff.
+/// A chunk run ahead: one speculation per transaction, and the chunk's own diff, sorted.
 struct SpeculatedChunk {
     range: Range<usize>,
     runs: Vec<Speculation>,
@@ -64,11 +66,13 @@ struct SpeculatedChunk {
 
 /// Runs transactions `range` of `txs` on top of the state `overlay` reads, each on the
 /// state the ones before it in the chunk left, logging what each read. Gives up early
-/// (the rest of the chunk unspeculated) when samples show the chunk conflicting with
-/// what the first chunk, running for real on `committed`, has already written.
+/// (the rest of the chunk unspeculated, and `gave_up` set) when samples show the chunk
+/// conflicting with what the first chunk, running for real on `committed`, has already
+/// written.
 fn speculate_chunk(
     overlay: Overlay<'_>,
     committed: Overlay<'_>,
+    gave_up: &AtomicBool,
     chain_id: u64,
     header: &Header,
     txs: &[RecoveredTx],
@@ -90,10 +94,11 @@ fn speculate_chunk(
         }
         if position < ConflictSamples::POSITIONS {
             // Never wait for the first chunk's writes: a busy lock skips the sample.
-            let sample = committed.try_with_view(|view| all_hold(&reads, view));
+            let sample = committed.try_with_changes(|changes| all_hold(&reads, changes));
             if let Some(holds) = sample
-                && samples.observe(holds?)
+                && samples.observe(holds)
             {
+                gave_up.store(true, Ordering::Relaxed);
                 break;
             }
         }
@@ -127,15 +132,10 @@ impl ConflictSamples {
     }
 }
 
-/// True when every logged read still gives the same value (stops at the first that
-/// does not).
-fn all_hold(reads: &[Read], view: View<'_>) -> Result<bool, ExecError> {
-    for read in reads {
-        if !read.holds(view)? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+/// True when every logged read still gives the same value after the `committed` changes
+/// (stops at the first that does not).
+fn all_hold(reads: &[Read], committed: &impl Committed) -> bool {
+    reads.iter().all(|read| read.holds(committed))
 }
 
 /// Transactions `range` split into `parts` contiguous chunks as even as can be.
@@ -180,7 +180,7 @@ impl ParallelExecutor {
         else {
             return execute_serial(base, chain_id, header, txs, mode);
         };
-        let committed = RwLock::new(StateDiff::default());
+        let committed = RwLock::new(Changes::default());
         let hits = AtomicU64::new(0);
         let overlay = Overlay::new(base, &committed, &hits);
         let mut evm = block_evm(BlockDb::new(overlay), chain_id, header);
@@ -191,24 +191,39 @@ impl ParallelExecutor {
         let chunk_hits: Vec<AtomicU64> = later.iter().map(|_| AtomicU64::default()).collect();
         let mut speculated: Vec<Option<Result<SpeculatedChunk, ExecError>>> =
             later.iter().map(|_| None).collect();
+        let gave_up = &AtomicBool::new(false);
         // Speculators run on rayon's pool, whose threads (and their allocator caches)
-        // live across blocks; the first chunk runs here.
+        // live across blocks; the first chunk runs here, then sorts its changes while the
+        // speculators sort theirs, unless one gave up (its chunk will be committed one
+        // by one, on the hash map).
         let first_ran = rayon::in_place_scope(|scope| {
             for ((range, hits), slot) in later.iter().zip(&chunk_hits).zip(&mut speculated) {
                 scope.spawn(move |_| {
-                    let diff = RwLock::new(StateDiff::default());
-                    let own = Overlay::new(base, &diff, hits);
-                    let runs = speculate_chunk(own, overlay, chain_id, header, txs, range.clone());
+                    let changes = RwLock::new(Changes::default());
+                    let own = Overlay::new(base, &changes, hits);
+                    let runs = speculate_chunk(
+                        own,
+                        overlay,
+                        gave_up,
+                        chain_id,
+                        header,
+                        txs,
+                        range.clone(),
+                    );
                     *slot = Some(runs.map(|runs| SpeculatedChunk {
                         range: range.clone(),
                         runs,
-                        diff: diff.into_inner(),
+                        diff: changes.into_inner().into_diff(),
                     }));
                 });
             }
-            tally.execute_range(&mut evm, &mut handler, txs, first.clone())
+            tally
+                .execute_range(&mut evm, &mut handler, txs, first.clone())
+                .map(|()| (!gave_up.load(Ordering::Relaxed)).then(|| overlay.take_diff()))
         });
-        first_ran?;
+        // The block's changes so far: sorted while chunks are merged whole, or else in
+        // the committer's hash map (`overlay`).
+        let mut block = first_ran?;
         let speculated = speculated
             .into_iter()
             .map(|chunk| chunk.expect("the scope ran every speculator"))
@@ -217,20 +232,33 @@ impl ParallelExecutor {
         hits.fetch_add(hits_in_chunks, Ordering::Relaxed);
         let mut whole = true;
         for chunk in speculated {
-            whole = whole && chunk_holds(&chunk, &tally, overlay, txs)?;
+            whole = whole
+                && match &block {
+                    Some(sorted) => chunk_holds(&chunk, &tally, sorted, txs),
+                    None => {
+                        overlay.with_changes(|changes| chunk_holds(&chunk, &tally, changes, txs))
+                    }
+                };
             if whole {
                 // The receipts and the diff, side by side.
                 let SpeculatedChunk { range, runs, diff } = chunk;
+                let mut sorted = block.take().unwrap_or_else(|| overlay.take_diff());
                 let ((), recorded) = side_by_side(
-                    || append_diff(&mut committed.write(), diff),
+                    || sorted.append(diff),
                     || record_whole_chunk(&mut tally, range, runs),
                 );
                 recorded?;
+                block = Some(sorted);
             } else {
+                if let Some(sorted) = block.take() {
+                    overlay.replace(Changes::from_diff(sorted));
+                }
                 commit_one_by_one(&mut evm, &mut handler, &mut tally, txs, chunk)?;
             }
         }
-        tally.finish(evm.ctx.db_mut())
+        overlay.report_hits();
+        let diff = block.unwrap_or_else(|| overlay.take_diff());
+        tally.finish(base, diff)
     }
 }
 
@@ -239,44 +267,42 @@ impl ParallelExecutor {
 fn chunk_holds(
     chunk: &SpeculatedChunk,
     tally: &Tally<'_>,
-    overlay: Overlay<'_>,
+    committed: &impl Committed,
     txs: &[RecoveredTx],
-) -> Result<bool, ExecError> {
+) -> bool {
     let mut gas_left = tally.gas_left();
     for (index, run) in chunk.range.clone().zip(&chunk.runs) {
         let Some((_, run)) = run else {
-            return Ok(false);
+            return false;
         };
         if txs[index].tx.envelope().gas_limit() > gas_left {
-            return Ok(false);
+            return false;
         }
         if let TxRun::Executed { gas_used, .. } = run {
             gas_left -= gas_used;
         }
     }
-    reads_hold(&chunk.runs, overlay)
+    reads_hold(&chunk.runs, committed)
 }
 
 /// Speculations checked per task when [`reads_hold`] splits the work across threads.
 const CHECKS_PER_TASK: usize = 256;
 
-/// True when every read of every speculation still holds in `overlay`; checked on all
-/// threads, the committer's included, since it waits for the answer.
-fn reads_hold(runs: &[Speculation], overlay: Overlay<'_>) -> Result<bool, ExecError> {
+/// True when every read of every speculation still holds after the `committed`
+/// changes; checked on all threads, the committer's included, since it waits for the
+/// answer.
+fn reads_hold(runs: &[Speculation], committed: &impl Committed) -> bool {
     if runs.len() > CHECKS_PER_TASK {
         let (left, right) = runs.split_at(runs.len() / 2);
-        let (right, left) =
-            side_by_side(|| reads_hold(right, overlay), || reads_hold(left, overlay));
-        return Ok(left? && right?);
+        let (right, left) = side_by_side(
+            || reads_hold(right, committed),
+            || reads_hold(left, committed),
+        );
+        return left && right;
     }
-    overlay.with_view(|view| {
-        for (reads, _) in runs.iter().flatten() {
-            if !all_hold(reads, view)? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    })
+    runs.iter()
+        .flatten()
+        .all(|(reads, _)| all_hold(reads, committed))
 }
 
 /// Runs `there` on rayon's pool and `here` on this thread, and returns both results.
@@ -324,7 +350,7 @@ fn commit_one_by_one<'db>(
         let overlay = evm.ctx.db_mut().overlay;
         let holds = match &speculation {
             Some((reads, _)) => {
-                !tainted.read_by(reads) && overlay.with_view(|view| all_hold(reads, view))?
+                !tainted.read_by(reads) && overlay.with_changes(|changes| all_hold(reads, changes))
             }
             None => false,
         };

@@ -13,7 +13,7 @@ use revm::context_interface::ContextTr;
 use stave_primitives::{Header, Receipt, RecoveredTx, StateDiff};
 
 use crate::{
-    db::{AccountWrite, BlockDb, Overlay},
+    db::{AccountWrite, BlockDb, Changes, Overlay, credit},
     error::ExecError,
     evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
     state::StateReader,
@@ -176,13 +176,17 @@ impl<'h> Tally<'h> {
         Ok(())
     }
 
-    /// Credits the proposer and hands over the outcome with the block's diff.
-    pub(crate) fn finish(mut self, db: &mut BlockDb<'_>) -> Result<ExecutionOutcome, ExecError> {
+    /// Credits the proposer in `diff`, the changes of the block's transactions over
+    /// `base`, and hands over the outcome with it.
+    pub(crate) fn finish(
+        mut self,
+        base: &dyn StateReader,
+        mut diff: StateDiff,
+    ) -> Result<ExecutionOutcome, ExecError> {
         if !self.outcome.fees.is_zero() {
-            db.credit(self.header.proposer, self.outcome.fees)?;
+            credit(&mut diff, base, self.header.proposer, self.outcome.fees)?;
         }
-        self.outcome.diff = db.overlay.take_diff();
-        db.overlay.report_hits();
+        self.outcome.diff = diff;
         Ok(self.outcome)
     }
 }
@@ -195,15 +199,13 @@ pub fn execute_serial(
     txs: &[RecoveredTx],
     mode: Mode,
 ) -> Result<ExecutionOutcome, ExecError> {
-    let diff = RwLock::new(StateDiff::default());
+    let changes = RwLock::new(Changes::default());
     let hits = AtomicU64::new(0);
-    let mut evm = block_evm(
-        BlockDb::new(Overlay::new(base, &diff, &hits)),
-        chain_id,
-        header,
-    );
+    let overlay = Overlay::new(base, &changes, &hits);
+    let mut evm = block_evm(BlockDb::new(overlay), chain_id, header);
     let mut handler = DeferredRewardHandler::default();
     let mut tally = Tally::new(header, mode, txs.len());
     tally.execute_range(&mut evm, &mut handler, txs, 0..txs.len())?;
-    tally.finish(evm.ctx.db_mut())
+    overlay.report_hits();
+    tally.finish(base, overlay.take_diff())
 }

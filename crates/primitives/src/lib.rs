@@ -29,7 +29,7 @@ pub use error::{ChainSpecError, TxError};
 pub use header::{Block, Header, SealedBlock, SealedHeader};
 pub use merkle::{ITEMS_PER_LEAF, chunked_root, merkle_root};
 pub use receipt::{Receipt, decode_stored_receipts, encode_stored_receipts, receipts_root};
-pub use state::{AccountDiff, AccountState, StateDiff, state_root};
+pub use state::{AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, StateDiff, state_root};
 pub use transaction::{
     IntrinsicGas, MAX_INITCODE_SIZE, MAX_TX_SIZE, RecoveredTx, SignedTx, TxSummary,
     decode_and_validate,

@@ -30,20 +30,209 @@ pub struct AccountDiff {
     pub storage: BTreeMap<U256, U256>,
 }
 
+impl AccountDiff {
+    /// Folds `later`, a change made after this one, on top of it: the account as applying
+    /// both in order leaves it. A later clear (self-destruct, re-creation) ends all that
+    /// came before; otherwise the earlier slots stay under the later ones.
+    pub fn then(&mut self, mut later: AccountDiff) {
+        if !later.storage_cleared {
+            let mut storage = std::mem::take(&mut self.storage);
+            storage.append(&mut later.storage);
+            later.storage = storage;
+            later.storage_cleared = self.storage_cleared;
+        }
+        *self = later;
+    }
+}
+
+/// Changed accounts in address order, each once. A sorted vector rather than a tree:
+/// the executor merges the diffs of a block's chunks in one linear pass, and readers
+/// iterate it in order or binary-search it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccountDiffs(Vec<(Address, AccountDiff)>);
+
+impl AccountDiffs {
+    /// The changes of distinct addresses in any order (a hash map's entries), sorted.
+    ///
+    /// Sorting the entries themselves would move ~140 bytes per swap; this sorts
+    /// (address prefix, position) pairs instead and then moves each entry once. Equal
+    /// prefixes (crafted addresses) are ordered by the whole address; a repeated address
+    /// makes the later one win, as [`FromIterator`] does.
+    pub fn from_unique(mut changes: Vec<(Address, AccountDiff)>) -> Self {
+        let prefix = |address: &Address| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&address[..8]);
+            u64::from_be_bytes(bytes)
+        };
+        let mut order: Vec<(u64, usize)> = changes
+            .iter()
+            .enumerate()
+            .map(|(position, (address, _))| (prefix(address), position))
+            .collect();
+        order.sort_unstable_by(|left, right| {
+            left.0
+                .cmp(&right.0)
+                .then_with(|| changes[left.1].0.cmp(&changes[right.1].0))
+                .then(left.1.cmp(&right.1))
+        });
+        let sorted: Vec<(Address, AccountDiff)> = order
+            .into_iter()
+            .map(|(_, position)| {
+                let (address, change) = &mut changes[position];
+                (*address, std::mem::take(change))
+            })
+            .collect();
+        if sorted.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+            Self(sorted)
+        } else {
+            sorted.into_iter().collect()
+        }
+    }
+
+    /// The change of `address`, if it changed.
+    pub fn get(&self, address: &Address) -> Option<&AccountDiff> {
+        let position = self.position(address).ok()?;
+        Some(&self.0[position].1)
+    }
+
+    /// The change of `address`, to modify in place.
+    pub fn get_mut(&mut self, address: &Address) -> Option<&mut AccountDiff> {
+        let position = self.position(address).ok()?;
+        Some(&mut self.0[position].1)
+    }
+
+    /// Sets the change of `address`, returning the one it replaces. Shifts the entries
+    /// after it: for single changes, not for building a diff (collect one instead).
+    pub fn insert(&mut self, address: Address, change: AccountDiff) -> Option<AccountDiff> {
+        match self.position(&address) {
+            Ok(position) => Some(std::mem::replace(&mut self.0[position].1, change)),
+            Err(position) => {
+                self.0.insert(position, (address, change));
+                None
+            }
+        }
+    }
+
+    fn position(&self, address: &Address) -> Result<usize, usize> {
+        self.0.binary_search_by(|(key, _)| key.cmp(address))
+    }
+
+    /// The changes in address order.
+    pub fn iter(&self) -> AccountDiffsIter<'_> {
+        self.0.iter().map(|(address, change)| (address, change))
+    }
+
+    /// The changed addresses in order.
+    pub fn keys(&self) -> impl Iterator<Item = &Address> {
+        self.0.iter().map(|(address, _)| address)
+    }
+
+    /// The changes in address order, to modify in place.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut AccountDiff> {
+        self.0.iter_mut().map(|(_, change)| change)
+    }
+
+    /// How many accounts changed.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when no account changed.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Iterator over [`AccountDiffs`] in address order.
+pub type AccountDiffsIter<'a> = std::iter::Map<
+    std::slice::Iter<'a, (Address, AccountDiff)>,
+    fn(&'a (Address, AccountDiff)) -> (&'a Address, &'a AccountDiff),
+>;
+
+impl<'a> IntoIterator for &'a AccountDiffs {
+    type Item = (&'a Address, &'a AccountDiff);
+    type IntoIter = AccountDiffsIter<'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl IntoIterator for AccountDiffs {
+    type Item = (Address, AccountDiff);
+    type IntoIter = std::vec::IntoIter<(Address, AccountDiff)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl std::ops::Index<&Address> for AccountDiffs {
+    type Output = AccountDiff;
+
+    /// The change of `address`; panics when it did not change (as a map's index does).
+    fn index(&self, address: &Address) -> &AccountDiff {
+        self.get(address)
+            .unwrap_or_else(|| panic!("account {address} did not change"))
+    }
+}
+
+impl FromIterator<(Address, AccountDiff)> for AccountDiffs {
+    /// Sorts the changes by address; of two changes of one address, the later one in the
+    /// iterator stays (as inserting them into a map in turn would leave it).
+    fn from_iter<I: IntoIterator<Item = (Address, AccountDiff)>>(changes: I) -> Self {
+        let mut changes: Vec<_> = changes.into_iter().collect();
+        // Stable, so equal addresses keep their order; linear on sorted input.
+        changes.sort_by_key(|(address, _)| *address);
+        let mut unique: Vec<(Address, AccountDiff)> = Vec::with_capacity(changes.len());
+        for (address, change) in changes {
+            match unique.last_mut() {
+                Some((last, kept)) if *last == address => *kept = change,
+                _ => unique.push((address, change)),
+            }
+        }
+        Self(unique)
+    }
+}
+
 /// Everything a block changed, in a deterministic (sorted) order: the input of the
 /// commit stage and of the state commitment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StateDiff {
     /// Changed accounts.
-    pub accounts: BTreeMap<Address, AccountDiff>,
+    pub accounts: AccountDiffs,
     /// Code deployed in the block, by hash.
     pub codes: BTreeMap<B256, Bytes>,
 }
 
 impl StateDiff {
+    /// Applies `later`, the changes made after these, on top of them: the result is what
+    /// applying both in order gives. One merge pass over the two sorted account lists.
+    pub fn append(&mut self, mut later: StateDiff) {
+        let earlier = std::mem::take(&mut self.accounts.0);
+        let mut merged = Vec::with_capacity(earlier.len() + later.accounts.len());
+        let mut earlier = earlier.into_iter().peekable();
+        for (address, then) in later.accounts {
+            while let Some(before) = earlier.next_if(|(key, _)| *key < address) {
+                merged.push(before);
+            }
+            match earlier.next_if(|(key, _)| *key == address) {
+                Some((_, mut first)) => {
+                    first.then(then);
+                    merged.push((address, first));
+                }
+                None => merged.push((address, then)),
+            }
+        }
+        merged.extend(earlier);
+        self.accounts.0 = merged;
+        self.codes.append(&mut later.codes);
+    }
+
     /// The state a genesis creates, as a diff over nothing: block 0's changes.
     pub fn from_genesis(spec: &ChainSpec) -> Self {
         let mut diff = Self::default();
+        let mut accounts = Vec::with_capacity(spec.alloc().len());
         for (address, account) in spec.alloc() {
             let code = account.code.clone().unwrap_or_default();
             let code_hash = if code.is_empty() {
@@ -66,15 +255,16 @@ impl StateDiff {
                 balance: account.balance,
                 code_hash,
             };
-            diff.accounts.insert(
+            accounts.push((
                 *address,
                 AccountDiff {
                     info: Some(info),
                     storage_cleared: true,
                     storage,
                 },
-            );
+            ));
         }
+        diff.accounts = accounts.into_iter().collect();
         diff
     }
 }
@@ -159,6 +349,131 @@ mod tests {
             },
         );
         diff
+    }
+
+    fn account(balance: u64, storage: &[(u64, u64)], storage_cleared: bool) -> AccountDiff {
+        AccountDiff {
+            info: Some(AccountState {
+                nonce: 1,
+                balance: U256::from(balance),
+                code_hash: KECCAK256_EMPTY,
+            }),
+            storage: storage
+                .iter()
+                .map(|(slot, value)| (U256::from(*slot), U256::from(*value)))
+                .collect(),
+            storage_cleared,
+        }
+    }
+
+    fn accounts(changes: &[(u8, AccountDiff)]) -> StateDiff {
+        StateDiff {
+            accounts: changes
+                .iter()
+                .map(|(byte, change)| (Address::repeat_byte(*byte), change.clone()))
+                .collect(),
+            codes: Default::default(),
+        }
+    }
+
+    #[test]
+    fn collected_changes_are_sorted_and_the_last_of_an_address_stays() {
+        let diffs: AccountDiffs = [
+            (Address::repeat_byte(3), account(3, &[], false)),
+            (Address::repeat_byte(1), account(1, &[], false)),
+            (Address::repeat_byte(3), account(33, &[], false)),
+            (Address::repeat_byte(2), account(2, &[], false)),
+        ]
+        .into_iter()
+        .collect();
+        let keys: Vec<u8> = diffs.keys().map(|address| address[0]).collect();
+        assert_eq!(keys, [1, 2, 3]);
+        assert_eq!(
+            diffs.get(&Address::repeat_byte(3)),
+            Some(&account(33, &[], false))
+        );
+        assert_eq!(diffs.get(&Address::repeat_byte(4)), None);
+    }
+
+    #[test]
+    fn changes_of_distinct_addresses_are_sorted_by_the_whole_address() {
+        // Two addresses that share their first 8 bytes, and one that repeats.
+        let mut shared = [7u8; 20];
+        shared[19] = 1;
+        let changes = vec![
+            (Address::from(shared), account(2, &[], false)),
+            (Address::repeat_byte(9), account(9, &[], false)),
+            (Address::repeat_byte(7), account(1, &[], false)),
+            (Address::repeat_byte(1), account(0, &[], false)),
+            (Address::repeat_byte(9), account(10, &[], false)),
+        ];
+        let balances: Vec<u64> = AccountDiffs::from_unique(changes)
+            .iter()
+            .map(|(_, change)| change.info.expect("info").balance.to::<u64>())
+            .collect();
+        assert_eq!(balances, [0, 2, 1, 10]);
+    }
+
+    #[test]
+    fn inserting_keeps_the_order_and_replaces_an_existing_change() {
+        let mut diffs = AccountDiffs::default();
+        for byte in [5, 1, 3] {
+            assert_eq!(
+                diffs.insert(Address::repeat_byte(byte), account(byte.into(), &[], false)),
+                None
+            );
+        }
+        let replaced = diffs.insert(Address::repeat_byte(3), account(9, &[], true));
+        assert_eq!(replaced, Some(account(3, &[], false)));
+        let entries: Vec<(u8, AccountDiff)> = diffs
+            .into_iter()
+            .map(|(address, change)| (address[0], change))
+            .collect();
+        assert_eq!(
+            entries,
+            [
+                (1, account(1, &[], false)),
+                (3, account(9, &[], true)),
+                (5, account(5, &[], false))
+            ]
+        );
+    }
+
+    #[test]
+    fn appending_equals_applying_the_later_changes_in_order() {
+        let mut earlier = accounts(&[
+            (1, account(10, &[(1, 1), (2, 2)], false)),
+            (2, account(20, &[(1, 1)], true)),
+            (3, account(30, &[(5, 5)], false)),
+        ]);
+        let later = accounts(&[
+            // Written again: new balance, one slot overwritten, one added.
+            (1, account(11, &[(2, 9), (3, 3)], false)),
+            // Cleared by the later changes (self-destructed and re-created): nothing
+            // from before survives.
+            (3, account(31, &[(6, 6)], true)),
+            (4, account(40, &[], false)),
+            (0, account(0, &[], false)),
+        ]);
+        earlier.append(later);
+        let expected = accounts(&[
+            (0, account(0, &[], false)),
+            (1, account(11, &[(1, 1), (2, 9), (3, 3)], false)),
+            (2, account(20, &[(1, 1)], true)),
+            (3, account(31, &[(6, 6)], true)),
+            (4, account(40, &[], false)),
+        ]);
+        assert_eq!(earlier, expected);
+    }
+
+    #[test]
+    fn an_earlier_clear_survives_a_later_write() {
+        let mut earlier = accounts(&[(1, account(10, &[(1, 1)], true))]);
+        earlier.append(accounts(&[(1, account(11, &[(2, 2)], false))]));
+        assert_eq!(
+            earlier,
+            accounts(&[(1, account(11, &[(1, 1), (2, 2)], true))])
+        );
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! One block's state changes, kept in memory until they are flushed to disk.
 
-use std::sync::Arc;
+use std::{
+    collections::{BTreeMap, hash_map::Entry},
+    sync::Arc,
+};
 
-use alloy_primitives::B256;
-use stave_primitives::StateDiff;
+use alloy_primitives::{B256, map::AddressHashMap};
+use stave_primitives::{AccountDiff, AccountDiffs, StateDiff};
 use stave_storage::commit::TxPositions;
 
 use crate::{
@@ -109,20 +112,24 @@ impl SpeculativeLayer {
     }
 }
 
-/// `later` applied on top of `merged`: what flushing both at once must write.
-pub(crate) fn merge(merged: &mut StateDiff, later: &StateDiff) {
-    for (address, change) in &later.accounts {
-        let entry = merged.accounts.entry(*address).or_default();
-        if change.storage_cleared {
-            entry.storage.clear();
-            entry.storage_cleared = true;
+/// The changes of consecutive blocks, oldest first, as one: what flushing them at once
+/// must write.
+pub(crate) fn merge<'d>(diffs: impl IntoIterator<Item = &'d StateDiff>) -> StateDiff {
+    let mut accounts: AddressHashMap<AccountDiff> = AddressHashMap::default();
+    let mut codes = BTreeMap::new();
+    for diff in diffs {
+        for (address, change) in &diff.accounts {
+            match accounts.entry(*address) {
+                Entry::Occupied(mut first) => first.get_mut().then(change.clone()),
+                Entry::Vacant(slot) => {
+                    slot.insert(change.clone());
+                }
+            }
         }
-        entry
-            .storage
-            .extend(change.storage.iter().map(|(slot, value)| (*slot, *value)));
-        entry.info = change.info;
+        codes.extend(diff.codes.iter().map(|(hash, code)| (*hash, code.clone())));
     }
-    merged
-        .codes
-        .extend(later.codes.iter().map(|(hash, code)| (*hash, code.clone())));
+    StateDiff {
+        accounts: AccountDiffs::from_unique(accounts.into_iter().collect()),
+        codes,
+    }
 }

@@ -321,10 +321,7 @@ impl<'s> StateLayers<'s> {
         let Some(height) = oldest.last().map(|layer| layer.number) else {
             return Ok(None);
         };
-        let mut merged = StateDiff::default();
-        for layer in &oldest {
-            merge(&mut merged, &layer.diff);
-        }
+        let merged = merge(oldest.iter().map(|layer| &layer.diff));
         let txs: Vec<(u64, &TxPositions)> = oldest
             .iter()
             .map(|layer| (layer.number, &layer.txs))
