@@ -1,6 +1,6 @@
 //! Differential tests: for random blocks mixing every workload, the parallel executor's
 //! outcome (receipts, gas, fees, skipped txs, state diff) equals the serial executor's
-//! exactly, with 1, 2 and 8 threads.
+//! exactly, with 1, 2 and 8 threads, building a block and validating one alike.
 
 mod support;
 
@@ -103,11 +103,25 @@ fn check(ops: &[(u64, Op, bool)], executors: &[ParallelExecutor]) {
     // A gas limit that some blocks exceed, so the block gas rule is exercised too.
     let header = header(2_000_000);
     let serial = execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Build).expect("serial");
+    // The block as a proposer builds it, validated as a received block is.
+    let built: Vec<RecoveredTx> = serial.included.iter().map(|&i| txs[i].clone()).collect();
+    let validated = execute_serial(&state, CHAIN_ID, &header, &built, Mode::Validate)
+        .expect("a built block is valid");
+    assert_eq!(validated.diff, serial.diff);
+    // The random block itself, received: refused (or not) alike.
+    let received = execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Validate);
     for executor in executors {
+        let threads = executor.threads();
         let parallel = executor
             .execute(&state, CHAIN_ID, &header, &txs, Mode::Build)
             .expect("parallel");
-        assert_same(&parallel, &serial, executor.threads());
+        assert_same(&parallel, &serial, threads);
+        let parallel = executor
+            .execute(&state, CHAIN_ID, &header, &built, Mode::Validate)
+            .expect("a built block is valid in parallel");
+        assert_same(&parallel, &validated, threads);
+        let parallel = executor.execute(&state, CHAIN_ID, &header, &txs, Mode::Validate);
+        assert_eq!(parallel, received, "{threads} threads: the received block");
     }
 }
 
