@@ -66,9 +66,56 @@ impl Committed for Changes {
     }
 }
 
-impl Committed for StateDiff {
+/// A block's changes so far in address order, with a filter over the changed addresses:
+/// most reads of a speculated chunk are of accounts no earlier chunk wrote, and the filter
+/// answers those without a binary search. An address that shares its filter bit with a
+/// written one (crafted or not) only costs that search.
+pub(crate) struct SortedChanges {
+    diff: StateDiff,
+    written: Box<[u64; FILTER_BITS / 64]>,
+}
+
+/// Bits in [`SortedChanges`]' filter: ~4% of them set by a 2,500-transfer chunk.
+const FILTER_BITS: usize = 1 << 16;
+
+/// The filter bit of `address`: its last two bytes.
+fn filter_bit(address: &Address) -> usize {
+    usize::from(u16::from_be_bytes([address[18], address[19]]))
+}
+
+impl SortedChanges {
+    /// The sorted changes `diff`, with their filter.
+    pub(crate) fn new(diff: StateDiff) -> Self {
+        let mut sorted = Self {
+            diff: StateDiff::default(),
+            written: Box::new([0; FILTER_BITS / 64]),
+        };
+        sorted.append(diff);
+        sorted
+    }
+
+    /// Applies `later`, the changes of transactions after these, on top of them.
+    pub(crate) fn append(&mut self, later: StateDiff) {
+        for address in later.accounts.keys() {
+            let bit = filter_bit(address);
+            self.written[bit / 64] |= 1 << (bit % 64);
+        }
+        self.diff.append(later);
+    }
+
+    /// The changes, without their filter.
+    pub(crate) fn into_diff(self) -> StateDiff {
+        self.diff
+    }
+}
+
+impl Committed for SortedChanges {
     fn change(&self, address: &Address) -> Option<&AccountDiff> {
-        self.accounts.get(address)
+        let bit = filter_bit(address);
+        if self.written[bit / 64] & (1 << (bit % 64)) == 0 {
+            return None;
+        }
+        self.diff.accounts.get(address)
     }
 }
 

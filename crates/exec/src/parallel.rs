@@ -46,7 +46,7 @@ use revm::context_interface::ContextTr;
 use stave_primitives::{Header, RecoveredTx, StateDiff};
 
 use crate::{
-    db::{AccountWrite, BlockDb, Changes, Committed, Overlay, Read, RecordingDb},
+    db::{AccountWrite, BlockDb, Changes, Committed, Overlay, Read, RecordingDb, SortedChanges},
     error::ExecError,
     evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
     serial::{ExecutionOutcome, Mode, Tally, execute_serial},
@@ -219,7 +219,10 @@ impl ParallelExecutor {
             }
             tally
                 .execute_range(&mut evm, &mut handler, txs, first.clone())
-                .map(|()| (!gave_up.load(Ordering::Relaxed)).then(|| overlay.take_diff()))
+                .map(|()| {
+                    (!gave_up.load(Ordering::Relaxed))
+                        .then(|| SortedChanges::new(overlay.take_diff()))
+                })
         });
         // The block's changes so far: sorted while chunks are merged whole, or else in
         // the committer's hash map (`overlay`).
@@ -242,7 +245,9 @@ impl ParallelExecutor {
             if whole {
                 // The receipts and the diff, side by side.
                 let SpeculatedChunk { range, runs, diff } = chunk;
-                let mut sorted = block.take().unwrap_or_else(|| overlay.take_diff());
+                let mut sorted = block
+                    .take()
+                    .unwrap_or_else(|| SortedChanges::new(overlay.take_diff()));
                 let ((), recorded) = side_by_side(
                     || sorted.append(diff),
                     || record_whole_chunk(&mut tally, range, runs),
@@ -251,13 +256,13 @@ impl ParallelExecutor {
                 block = Some(sorted);
             } else {
                 if let Some(sorted) = block.take() {
-                    overlay.replace(Changes::from_diff(sorted));
+                    overlay.replace(Changes::from_diff(sorted.into_diff()));
                 }
                 commit_one_by_one(&mut evm, &mut handler, &mut tally, txs, chunk)?;
             }
         }
         overlay.report_hits();
-        let diff = block.unwrap_or_else(|| overlay.take_diff());
+        let diff = block.map_or_else(|| overlay.take_diff(), SortedChanges::into_diff);
         tally.finish(base, diff)
     }
 }
