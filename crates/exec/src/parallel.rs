@@ -40,7 +40,6 @@ use std::{
 
 use parking_lot::RwLock;
 
-use alloy_consensus::Transaction as _;
 use alloy_primitives::Address;
 use revm::context_interface::ContextTr;
 use stave_primitives::{Header, RecoveredTx, StateDiff};
@@ -49,7 +48,7 @@ use crate::{
     db::{AccountWrite, BlockDb, Changes, Committed, Overlay, Read, RecordingDb, SortedChanges},
     error::ExecError,
     evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
-    serial::{ExecutionOutcome, Mode, Tally, execute_serial},
+    serial::{ExecutionOutcome, Mode, Tally, execute_serial, fits_gas},
     state::StateReader,
 };
 
@@ -280,7 +279,7 @@ fn chunk_holds(
         let Some((_, run)) = run else {
             return false;
         };
-        if txs[index].tx.envelope().gas_limit() > gas_left {
+        if !fits_gas(&txs[index], gas_left) {
             return false;
         }
         if let TxRun::Executed { gas_used, .. } = run {

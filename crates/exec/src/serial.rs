@@ -92,11 +92,11 @@ impl<'h> Tally<'h> {
 
     /// Whether transaction `index` fits the block's remaining gas; refuses it if not.
     pub(crate) fn fits(&mut self, index: usize, tx: &RecoveredTx) -> Result<bool, ExecError> {
-        let gas_limit = tx.tx.envelope().gas_limit();
         let remaining = self.gas_left();
-        if gas_limit <= remaining {
+        if fits_gas(tx, remaining) {
             return Ok(true);
         }
+        let gas_limit = tx.tx.envelope().gas_limit();
         self.refuse(
             index,
             format!("gas limit {gas_limit} exceeds the block's remaining {remaining}"),
@@ -189,6 +189,12 @@ impl<'h> Tally<'h> {
         self.outcome.diff = diff;
         Ok(self.outcome)
     }
+}
+
+/// Whether `tx` may run with `gas_left` of the block's gas: its whole gas limit must fit,
+/// whatever it ends up using.
+pub(crate) fn fits_gas(tx: &RecoveredTx, gas_left: u64) -> bool {
+    tx.tx.envelope().gas_limit() <= gas_left
 }
 
 /// Executes `txs` in order on `base` under `header`'s environment.
