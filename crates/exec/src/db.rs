@@ -22,7 +22,7 @@ use revm::{
     primitives::{KECCAK_EMPTY, StorageKey, StorageValue},
     state::{AccountInfo, Bytecode, EvmState},
 };
-use stave_primitives::{AccountDiff, AccountDiffs, AccountState, StateDiff};
+use stave_primitives::{AccountDiff, AccountState, StateDiff};
 
 use crate::{error::StateError, state::StateReader};
 
@@ -39,7 +39,7 @@ impl Changes {
     /// The changes in address order.
     pub(crate) fn into_diff(self) -> StateDiff {
         StateDiff {
-            accounts: AccountDiffs::from_unique(self.accounts.into_iter().collect()),
+            accounts: self.accounts.into_iter().collect(),
             codes: self.codes,
         }
     }
@@ -139,21 +139,14 @@ pub(crate) fn credit(
     });
     info.balance = info.balance.saturating_add(amount);
     // A new account is "created": no storage from before survives, as for any write.
-    let created = current.is_none();
+    let change = AccountDiff {
+        info: Some(info),
+        storage_cleared: current.is_none(),
+        storage: BTreeMap::new(),
+    };
     match diff.accounts.get_mut(&address) {
-        Some(change) => {
-            if created {
-                change.storage_cleared = true;
-                change.storage.clear();
-            }
-            change.info = Some(info);
-        }
+        Some(earlier) => earlier.then(change),
         None => {
-            let change = AccountDiff {
-                info: Some(info),
-                storage_cleared: created,
-                storage: BTreeMap::new(),
-            };
             diff.accounts.insert(address, change);
         }
     }

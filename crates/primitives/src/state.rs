@@ -52,43 +52,6 @@ impl AccountDiff {
 pub struct AccountDiffs(Vec<(Address, AccountDiff)>);
 
 impl AccountDiffs {
-    /// The changes of distinct addresses in any order (a hash map's entries), sorted.
-    ///
-    /// Sorting the entries themselves would move ~140 bytes per swap; this sorts
-    /// (address prefix, position) pairs instead and then moves each entry once. Equal
-    /// prefixes (crafted addresses) are ordered by the whole address; a repeated address
-    /// makes the later one win, as [`FromIterator`] does.
-    pub fn from_unique(mut changes: Vec<(Address, AccountDiff)>) -> Self {
-        let prefix = |address: &Address| {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(&address[..8]);
-            u64::from_be_bytes(bytes)
-        };
-        let mut order: Vec<(u64, usize)> = changes
-            .iter()
-            .enumerate()
-            .map(|(position, (address, _))| (prefix(address), position))
-            .collect();
-        order.sort_unstable_by(|left, right| {
-            left.0
-                .cmp(&right.0)
-                .then_with(|| changes[left.1].0.cmp(&changes[right.1].0))
-                .then(left.1.cmp(&right.1))
-        });
-        let sorted: Vec<(Address, AccountDiff)> = order
-            .into_iter()
-            .map(|(_, position)| {
-                let (address, change) = &mut changes[position];
-                (*address, std::mem::take(change))
-            })
-            .collect();
-        if sorted.windows(2).all(|pair| pair[0].0 < pair[1].0) {
-            Self(sorted)
-        } else {
-            sorted.into_iter().collect()
-        }
-    }
-
     /// The change of `address`, if it changed.
     pub fn get(&self, address: &Address) -> Option<&AccountDiff> {
         let position = self.position(address).ok()?;
@@ -180,18 +143,44 @@ impl std::ops::Index<&Address> for AccountDiffs {
 impl FromIterator<(Address, AccountDiff)> for AccountDiffs {
     /// Sorts the changes by address; of two changes of one address, the later one in the
     /// iterator stays (as inserting them into a map in turn would leave it).
+    ///
+    /// Sorting the entries themselves would move ~140 bytes per swap; this sorts
+    /// (address prefix, position) pairs instead and then moves each entry once. Equal
+    /// prefixes (crafted addresses) are ordered by the whole address.
     fn from_iter<I: IntoIterator<Item = (Address, AccountDiff)>>(changes: I) -> Self {
-        let mut changes: Vec<_> = changes.into_iter().collect();
-        // Stable, so equal addresses keep their order; linear on sorted input.
-        changes.sort_by_key(|(address, _)| *address);
-        let mut unique: Vec<(Address, AccountDiff)> = Vec::with_capacity(changes.len());
-        for (address, change) in changes {
-            match unique.last_mut() {
-                Some((last, kept)) if *last == address => *kept = change,
-                _ => unique.push((address, change)),
-            }
-        }
-        Self(unique)
+        Self::sorted(changes.into_iter().collect())
+    }
+}
+
+impl AccountDiffs {
+    /// [`FromIterator`]'s work, compiled once rather than for every iterator type.
+    fn sorted(mut changes: Vec<(Address, AccountDiff)>) -> Self {
+        let prefix = |address: &Address| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&address[..8]);
+            u64::from_be_bytes(bytes)
+        };
+        let mut order: Vec<(u64, usize)> = changes
+            .iter()
+            .enumerate()
+            .map(|(position, (address, _))| (prefix(address), position))
+            .collect();
+        // A repeated address puts its later change first, which the dedup below keeps.
+        order.sort_unstable_by(|left, right| {
+            left.0
+                .cmp(&right.0)
+                .then_with(|| changes[left.1].0.cmp(&changes[right.1].0))
+                .then(right.1.cmp(&left.1))
+        });
+        let mut sorted: Vec<(Address, AccountDiff)> = order
+            .into_iter()
+            .map(|(_, position)| {
+                let (address, change) = &mut changes[position];
+                (*address, std::mem::take(change))
+            })
+            .collect();
+        sorted.dedup_by_key(|(address, _)| *address);
+        Self(sorted)
     }
 }
 
@@ -407,7 +396,9 @@ mod tests {
             (Address::repeat_byte(1), account(0, &[], false)),
             (Address::repeat_byte(9), account(10, &[], false)),
         ];
-        let balances: Vec<u64> = AccountDiffs::from_unique(changes)
+        let balances: Vec<u64> = changes
+            .into_iter()
+            .collect::<AccountDiffs>()
             .iter()
             .map(|(_, change)| change.info.expect("info").balance.to::<u64>())
             .collect();

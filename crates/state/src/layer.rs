@@ -6,7 +6,7 @@ use std::{
 };
 
 use alloy_primitives::{B256, map::AddressHashMap};
-use stave_primitives::{AccountDiff, AccountDiffs, StateDiff};
+use stave_primitives::{AccountDiff, StateDiff};
 use stave_storage::commit::TxPositions;
 
 use crate::{
@@ -129,7 +129,7 @@ pub(crate) fn merge<'d>(diffs: impl IntoIterator<Item = &'d StateDiff>) -> State
         codes.extend(diff.codes.iter().map(|(hash, code)| (*hash, code.clone())));
     }
     StateDiff {
-        accounts: AccountDiffs::from_unique(accounts.into_iter().collect()),
+        accounts: accounts.into_iter().collect(),
         codes,
     }
 }
