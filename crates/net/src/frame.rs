@@ -176,28 +176,35 @@ pub fn encode_frame(frame: &Frame, config: &FrameConfig) -> Result<Bytes, FrameE
     let compress = config
         .compress_above
         .is_some_and(|above| frame.payload.len() > above);
-    let (version, payload) = if compress {
-        let compressed = snap::raw::Encoder::new()
-            .compress_vec(&frame.payload)
+    // The payload goes straight after the header (compressed there, not compressed into
+    // a buffer of its own and copied); the header is written once its length is known.
+    let (version, mut out) = if compress {
+        let bound = snap::raw::max_compress_len(frame.payload.len());
+        let mut out = BytesMut::zeroed(HEADER_LEN + bound);
+        let written = snap::raw::Encoder::new()
+            .compress(&frame.payload, &mut out[HEADER_LEN..])
             .map_err(|error| FrameError::Decompression(error.to_string()))?;
-        (frame.version | COMPRESSED, Bytes::from(compressed))
+        out.truncate(HEADER_LEN + written);
+        (frame.version | COMPRESSED, out)
     } else {
-        (frame.version & !COMPRESSED, frame.payload.clone())
+        let mut out = BytesMut::with_capacity(HEADER_LEN + frame.payload.len());
+        out.resize(HEADER_LEN, 0);
+        out.extend_from_slice(&frame.payload);
+        (frame.version & !COMPRESSED, out)
     };
-    let length = HEADER_LEN + payload.len();
+    let length = out.len();
     if length > config.max_frame || length > u32::MAX as usize {
         return Err(FrameError::TooLarge {
             length,
             max: config.max_frame,
         });
     }
-    let mut out = BytesMut::with_capacity(length);
-    out.put_u32(length as u32);
-    out.put_u16(version);
-    out.put_i32(frame.protocol_id.0);
-    out.put_u16(frame.packet_type);
-    out.put_u32(frame.seq);
-    out.put_slice(&payload);
+    let mut header = &mut out[..HEADER_LEN];
+    header.put_u32(length as u32);
+    header.put_u16(version);
+    header.put_i32(frame.protocol_id.0);
+    header.put_u16(frame.packet_type);
+    header.put_u32(frame.seq);
     Ok(out.freeze())
 }
 

@@ -599,13 +599,18 @@ async fn read_loop(
     shared.forget(peer, connection);
 }
 
+/// Bytes of small frames coalesced into one write; see [`write_loop`].
+const WRITE_BUFFER: usize = 64 << 10;
+
 async fn write_loop(
     writer: tokio::io::WriteHalf<TlsStream<TcpStream>>,
     mut queue: mpsc::Receiver<Bytes>,
     peer: NodeId,
     closed: CancellationToken,
 ) {
-    let mut writer = BufWriter::with_capacity(256 << 10, writer);
+    // Small frames (votes, requests) are coalesced; a frame at least this large goes to
+    // the TLS stream without first being copied into the buffer.
+    let mut writer = BufWriter::with_capacity(WRITE_BUFFER, writer);
     let result: std::io::Result<()> = async {
         loop {
             let first = tokio::select! {

@@ -36,8 +36,11 @@ pub struct NetArgs {
     /// Timed runs of each compression; the median is reported.
     #[arg(long, default_value_t = 30)]
     runs: usize,
-    /// Megabytes of payload each loopback run sends.
-    #[arg(long, default_value_t = 200)]
+    /// Megabytes of payload each loopback run sends. A run must outlast its start: the
+    /// sender first fills the peer's send queue (1,024 frames, ~280 MB of transfer
+    /// blocks) as fast as it can encode, and a run shorter than that times the burst,
+    /// not the flow.
+    #[arg(long, default_value_t = 1_000)]
     loopback_mb: usize,
     /// Loopback runs per mode, interleaved; the median is reported.
     #[arg(long, default_value_t = 3)]
