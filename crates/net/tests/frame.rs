@@ -35,6 +35,13 @@ proptest! {
         let wire = encode_frame(&original, &config).expect("encodes");
         let compressed = u16::from_be_bytes([wire[4], wire[5]]) & COMPRESSED != 0;
         prop_assert_eq!(compressed, payload.len() > 1024);
+        // The payload on the wire is standard raw Snappy, or the payload itself.
+        let expected = if compressed {
+            snap::raw::Encoder::new().compress_vec(&payload).expect("compresses")
+        } else {
+            payload.clone()
+        };
+        prop_assert_eq!(&wire[HEADER_LEN..], &expected[..]);
         prop_assert_eq!(u32::from_be_bytes([wire[0], wire[1], wire[2], wire[3]]) as usize, wire.len());
         let mut codec = FrameCodec::new(config);
         // Byte by byte: nothing until the last byte, then the frame.
