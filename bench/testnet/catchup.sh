@@ -6,26 +6,40 @@
 # second it imported and those the chain finalized, and checks both end at the same block
 # hash and state root.
 #
-# Usage: bench/testnet/catchup.sh     (LAG0 30000, LAG 60000, BUSY 40000, RATE max)
+# CRASH=stop measures a node that lagged instead of one that restarted: validator 3 is
+# SIGSTOPped rather than killed and SIGCONTed rather than restarted (the window starts at
+# SIGCONT), so it keeps its process, its connections and what peers queued for it.
+#
+# Usage: bench/testnet/catchup.sh     (LAG0 30000, LAG 60000, BUSY 40000, RATE max, CRASH kill)
 source "$(dirname "$0")/lib.sh"
 LAG0="${LAG0:-30000}"; LAG="${LAG:-60000}"; BUSY="${BUSY:-40000}"; RATE="${RATE:-max}"
+CRASH="${CRASH:-kill}"
+case "$CRASH" in kill | stop) ;; *) echo "CRASH must be kill or stop" >&2; exit 2 ;; esac
 RPC3=$((RPC0 + 3))
 
 start_testnet
 echo "healthy, $LAG0 txs: $(load $RPC0 200 "$LAG0" max)"
 node3="$(pgrep -f "$WORK/tn/node3/config.toml" | head -1)"
-kill -9 "$node3"
+if [ "$CRASH" = kill ]; then
+  kill -9 "$node3"; what=SIGKILLed
+else
+  kill -STOP "$node3"; what=SIGSTOPped; PIDS+=("$node3")
+fi
 sleep 0.5
 killed="$(head_of $RPC0)"
-echo "validator 3 SIGKILLed at block $killed; $LAG txs into the other three: $(load $RPC0 200 "$LAG" max)"
+echo "validator 3 $what at block $killed; $LAG txs into the other three: $(load $RPC0 200 "$LAG" max)"
 
 load $((RPC0 + 1)) 300 "$BUSY" "$RATE" > "$WORK/busy.json" &
 busy=$!; PIDS+=($busy)
 sleep 1.5
 produced_from="$(head_of $RPC0)"
 start="$(date +%s.%N)"
-"$STAVE" node --config "$WORK/tn/node3/config.toml" >> "$WORK/tn/node3/node.log" 2>&1 &
-PIDS+=($!)
+if [ "$CRASH" = kill ]; then
+  "$STAVE" node --config "$WORK/tn/node3/config.toml" >> "$WORK/tn/node3/node.log" 2>&1 &
+  PIDS+=($!)
+else
+  kill -CONT "$node3"
+fi
 while true; do
   h3="$(head_of $RPC3)"
   [ "$h3" -gt "$killed" ] && [ "$h3" -ge "$(head_of $RPC0)" ] && break
@@ -42,7 +56,7 @@ killed, produced_from, caught = map(int, sys.argv[3:6])
 at_kill, at_restart, at_end = map(int, sys.argv[6:9])
 window = end - start
 imported, produced = at_end - at_kill, at_end - at_restart
-print(f"window {window:.2f} s from process start: validator 3 imported {caught - killed} blocks, "
+print(f"window {window:.2f} s from process start (or SIGCONT): validator 3 imported {caught - killed} blocks, "
       f"{imported} txs = {imported / window:.0f} tx/s")
 print(f"the chain finalized {caught - produced_from} blocks, {produced} txs = {produced / window:.0f} tx/s "
       f"in the same window: catch-up {imported / max(produced, 1):.1f}x the production rate")

@@ -9,7 +9,8 @@ STAVE="${STAVE:-${CARGO_TARGET_DIR:-$HOME/.cache/stave-target}/release/stave}"
 WORK="$(mktemp -d)"
 PIDS=()
 cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  # CONT too: a stopped process (catchup.sh CRASH=stop) acts on TERM only once continued.
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; kill -CONT "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
