@@ -58,6 +58,36 @@ proptest! {
 }
 
 #[test]
+fn the_header_is_sixteen_big_endian_bytes_as_designed() {
+    // A response in group 3, module 1001, type 7, seq 42, with a 5-byte payload (sent raw).
+    let mut response = frame(b"hello".to_vec());
+    response.protocol_id = response.protocol_id.response();
+    let wire = encode_frame(&response, &FrameConfig::default()).expect("encodes");
+    #[rustfmt::skip]
+    let golden: [u8; HEADER_LEN] = [
+        0x00, 0x00, 0x00, 0x15, // length: 16 + 5
+        0x00, 0x01,             // version 1, not compressed
+        0xff, 0xfc, 0xfc, 0x17, // protocol_id: -((3 << 16) | 1001)
+        0x00, 0x07,             // packet_type
+        0x00, 0x00, 0x00, 0x2a, // seq
+    ];
+    assert_eq!(wire[..HEADER_LEN], golden);
+    assert_eq!(&wire[HEADER_LEN..], b"hello");
+    // Above the threshold: bit 15 of the version set, the length that of the compressed
+    // payload, the rest as before.
+    let request = frame(vec![0xab; 4096]);
+    let wire = encode_frame(&request, &FrameConfig::default()).expect("encodes");
+    assert_eq!(wire[..4], (wire.len() as u32).to_be_bytes());
+    assert!(wire.len() < HEADER_LEN + 4096);
+    assert_eq!(
+        wire[4..HEADER_LEN],
+        [
+            0x80, 0x01, 0x00, 0x03, 0x03, 0xe9, 0x00, 0x07, 0x00, 0x00, 0x00, 0x2a
+        ]
+    );
+}
+
+#[test]
 fn protocol_ids_carry_group_module_and_direction() {
     let request = ProtocolId::request(2, 0x1003);
     assert!(!request.is_response());
