@@ -152,6 +152,9 @@ pub enum FrameError {
     /// The payload is not valid Snappy.
     #[error("payload does not decompress: {0}")]
     Decompression(String),
+    /// Snappy refused to compress the payload (on the sending side: too large for it).
+    #[error("payload does not compress: {0}")]
+    Compression(String),
     /// The version uses bits this node does not know.
     #[error("unknown frame version {0:#06x}")]
     UnknownVersion(u16),
@@ -183,7 +186,7 @@ pub fn encode_frame(frame: &Frame, config: &FrameConfig) -> Result<Bytes, FrameE
         let mut out = BytesMut::zeroed(HEADER_LEN + bound);
         let written = snap::raw::Encoder::new()
             .compress(&frame.payload, &mut out[HEADER_LEN..])
-            .map_err(|error| FrameError::Decompression(error.to_string()))?;
+            .map_err(|error| FrameError::Compression(error.to_string()))?;
         out.truncate(HEADER_LEN + written);
         (frame.version | COMPRESSED, out)
     } else {
