@@ -198,6 +198,12 @@ impl StateDiff {
     /// Applies `later`, the changes made after these, on top of them: the result is what
     /// applying both in order gives. One merge pass over the two sorted account lists.
     pub fn append(&mut self, mut later: StateDiff) {
+        self.codes.append(&mut later.codes);
+        if self.accounts.is_empty() {
+            // Nothing to merge with: the later list is the result as it stands.
+            self.accounts = later.accounts;
+            return;
+        }
         let earlier = std::mem::take(&mut self.accounts.0);
         let mut merged = Vec::with_capacity(earlier.len() + later.accounts.len());
         let mut earlier = earlier.into_iter().peekable();
@@ -215,7 +221,6 @@ impl StateDiff {
         }
         merged.extend(earlier);
         self.accounts.0 = merged;
-        self.codes.append(&mut later.codes);
     }
 
     /// The state a genesis creates, as a diff over nothing: block 0's changes.
@@ -455,6 +460,17 @@ mod tests {
             (4, account(40, &[], false)),
         ]);
         assert_eq!(earlier, expected);
+    }
+
+    #[test]
+    fn appending_to_no_changes_gives_the_later_changes() {
+        let later = accounts(&[
+            (2, account(20, &[(1, 1)], true)),
+            (5, account(50, &[], false)),
+        ]);
+        let mut diff = StateDiff::default();
+        diff.append(later.clone());
+        assert_eq!(diff, later);
     }
 
     #[test]
