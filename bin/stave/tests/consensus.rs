@@ -187,6 +187,15 @@ fn four_validators_agree_under_load_and_a_killed_one_catches_up() {
     for number in [head, target] {
         assert_eq!(block_id(&restarted, number), block_id(&nodes[0], number));
     }
+    // It took the senders of the blocks it missed from the other validators rather than
+    // recovering them: the 15 transfers sent while it was down at least.
+    let metrics = restarted.metrics();
+    let agreed: u64 = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("stave_agreed_senders_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(agreed >= 15, "agreed senders: {agreed}\n{metrics}");
 }
 
 #[test]

@@ -16,7 +16,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc,
     },
     time::{Duration, SystemTime, UNIX_EPOCH},
@@ -33,10 +33,10 @@ use commonware_cryptography::{Digested, Digestible, ed25519::PublicKey, sha256::
 use commonware_runtime::Clock;
 use commonware_utils::{Acknowledgement, acknowledgement::Exact};
 use futures::{StreamExt, channel::oneshot};
-use stave_node::{BlockProducer, ImportError, Produced, SpeculativeBlock};
+use stave_node::{BlockProducer, ImportError, Incoming, Produced, SpeculativeBlock};
 use stave_txpool::TxPool;
 
-use crate::block::ConsensusBlock;
+use crate::{block::ConsensusBlock, senders::SenderSource};
 
 /// What the engine asks of the chain.
 pub enum Request {
@@ -76,7 +76,14 @@ pub struct StaveApp {
     head: Arc<AtomicU64>,
     pool: Arc<TxPool>,
     idle_wait: Duration,
+    /// The highest finalized height marshal has reported.
+    tip: Arc<AtomicU64>,
+    catching_up: Option<Arc<AtomicBool>>,
 }
+
+/// How far the finalized tip may run ahead of the blocks marshal has delivered before a
+/// node counts as catching up.
+pub const CATCHING_UP_BLOCKS: u64 = 4;
 
 /// How often a leader with an empty pool looks again before proposing.
 const POOL_POLL: Duration = Duration::from_millis(10);
@@ -85,6 +92,25 @@ const POOL_POLL: Duration = Duration::from_millis(10);
 const MAX_CLOCK_DRIFT: u64 = 15;
 
 impl StaveApp {
+    /// Keeps `flag` set while the finalized tip marshal reports is more than
+    /// [`CATCHING_UP_BLOCKS`] above the blocks it has delivered: the node is catching up,
+    /// and may ignore transaction gossip meanwhile (those transactions are most likely in
+    /// the blocks it lacks, and admitting them would recover their signatures for
+    /// nothing), as go-ethereum's pool does while it syncs.
+    pub fn with_catching_up(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.catching_up = Some(flag);
+        self
+    }
+
+    /// Publishes whether `delivered` (the height of the newest delivered block) is far
+    /// below the finalized tip.
+    fn publish_catching_up(&self, delivered: u64) {
+        if let Some(flag) = &self.catching_up {
+            let behind = self.tip.load(Ordering::Acquire) > delivered + CATCHING_UP_BLOCKS;
+            flag.store(behind, Ordering::Release);
+        }
+    }
+
     /// Asks the chain actor to stop once the request it is answering is done: it writes
     /// the state layers to disk and [`ChainActor::run`] returns. For a node shutting down.
     pub fn stop_chain(&self) {
@@ -179,9 +205,14 @@ impl Reporter for StaveApp {
 
     fn report(&mut self, activity: Self::Activity) -> Feedback {
         match activity {
-            Update::Tip(..) => Feedback::Ok,
+            Update::Tip(_, height, _) => {
+                self.tip.fetch_max(height.get(), Ordering::AcqRel);
+                self.publish_catching_up(self.head.load(Ordering::Acquire));
+                Feedback::Ok
+            }
             Update::Block(block, ack) => {
                 let block = block.inner().clone();
+                self.publish_catching_up(block.number());
                 match self.requests.send(Request::Finalized { block, ack }) {
                     Ok(()) => Feedback::Ok,
                     Err(_) => Feedback::Closed,
@@ -199,6 +230,7 @@ pub struct ChainActor<'s, F> {
     head: Arc<AtomicU64>,
     requests: mpsc::Receiver<Request>,
     on_commit: F,
+    sender_source: Option<Box<dyn SenderSource>>,
 }
 
 /// A chain actor over `producer` (whose txpool is `pool`) and the engine's handle on it.
@@ -220,17 +252,27 @@ pub fn chain_actor<'s, F: FnMut(&Produced)>(
             head: head.clone(),
             requests,
             on_commit,
+            sender_source: None,
         },
         StaveApp {
             requests: sender,
             head,
             pool,
             idle_wait,
+            tip: Arc::new(AtomicU64::new(number)),
+            catching_up: None,
         },
     ))
 }
 
 impl<F: FnMut(&Produced)> ChainActor<'_, F> {
+    /// Takes the senders of finalized blocks this node never executed from `source`
+    /// where it vouches for them, rather than recovering every signature.
+    pub fn with_sender_source(mut self, source: Box<dyn SenderSource>) -> Self {
+        self.sender_source = Some(source);
+        self
+    }
+
     /// Answers requests until [`StaveApp::stop_chain`] or until every [`StaveApp`] handle
     /// is dropped, then writes the state layers to disk (a restart re-executes nothing);
     /// stops at the first block that cannot be committed (the node must not go on
@@ -312,14 +354,34 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                 head: head_hash,
             });
         }
+        // More than one block to execute: this node is behind, and the older of them are
+        // probably final already; the other validators may vouch for their senders.
+        let missing: Vec<ConsensusBlock> = chain
+            .iter()
+            .filter(|block| !self.speculative.contains_key(&block.hash()))
+            .map(|block| (*block).clone())
+            .collect();
+        let agreed = match &mut self.sender_source {
+            Some(source) if missing.len() > 1 => source.agreed_senders(&missing),
+            _ => Vec::new(),
+        };
+        let mut agreed = missing.iter().map(ConsensusBlock::hash).zip(agreed);
         let mut hashes: Vec<B256> = Vec::with_capacity(chain.len());
         for block in chain {
             if !self.speculative.contains_key(&block.hash()) {
+                let senders = agreed
+                    .next()
+                    .filter(|(hash, _)| *hash == block.hash())
+                    .and_then(|(_, senders)| senders);
                 let executed = {
                     let ancestors: Vec<&SpeculativeBlock> =
                         hashes.iter().map(|hash| &self.speculative[hash]).collect();
+                    let incoming = Incoming {
+                        bytes: block.bytes(),
+                        agreed_senders: senders.as_deref(),
+                    };
                     self.producer
-                        .validate_on(&ancestors, block.bytes(), now() + MAX_CLOCK_DRIFT)?
+                        .validate_on(&ancestors, incoming, now() + MAX_CLOCK_DRIFT)?
                 };
                 self.speculative.insert(block.hash(), executed);
             }
@@ -374,6 +436,14 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             ack.acknowledge();
         }
         let (blocks, acks): (Vec<ConsensusBlock>, Vec<Exact>) = run.into_iter().unzip();
+        let agreed = match &mut self.sender_source {
+            Some(source) if !blocks.is_empty() => source.agreed_senders(&blocks),
+            _ => Vec::new(),
+        };
+        let incoming = blocks.iter().enumerate().map(|(i, block)| Incoming {
+            bytes: block.bytes(),
+            agreed_senders: agreed.get(i).and_then(Option::as_deref),
+        });
         // Every block is above the head, so each is new and reaches the callback in order.
         let mut acks = acks.into_iter();
         let Self {
@@ -383,7 +453,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             on_commit,
             ..
         } = self;
-        producer.follow_stream(blocks.iter().map(ConsensusBlock::bytes), |produced| {
+        producer.follow_stream(incoming, |produced| {
             committed(speculative, head, on_commit, &produced);
             if let Some(ack) = acks.next() {
                 ack.acknowledge();
@@ -404,4 +474,69 @@ fn committed(
     speculative.retain(|_, executed| executed.prepared.block.number() > number);
     head.store(number, Ordering::Release);
     on_commit(produced);
+}
+
+#[cfg(test)]
+mod tests {
+    use commonware_consensus::types::{Epoch, Height, Round, View};
+    use commonware_cryptography::Digestible;
+    use commonware_utils::Acknowledgement;
+    use stave_primitives::{Block, Header};
+
+    use super::*;
+
+    fn app(head: u64) -> (StaveApp, Arc<AtomicBool>) {
+        let (requests, _) = mpsc::channel();
+        let cache = Arc::new(stave_verify::SenderCache::new(16));
+        let pool = TxPool::new(stave_txpool::PoolConfig::new(1, 30_000_000), cache);
+        let flag = Arc::new(AtomicBool::new(false));
+        let app = StaveApp {
+            requests,
+            head: Arc::new(AtomicU64::new(head)),
+            pool: Arc::new(pool),
+            idle_wait: Duration::ZERO,
+            tip: Arc::new(AtomicU64::new(head)),
+            catching_up: None,
+        }
+        .with_catching_up(flag.clone());
+        (app, flag)
+    }
+
+    fn tip(height: u64) -> Update<ConsensusBlock> {
+        let round = Round::new(Epoch::zero(), View::new(height));
+        Update::Tip(round, Height::new(height), Digest([0; 32]))
+    }
+
+    fn block(number: u64) -> Update<ConsensusBlock> {
+        let header = Header {
+            number,
+            ..Header::default()
+        };
+        let sealed = Block {
+            header,
+            transactions: Vec::new(),
+        }
+        .seal();
+        let block = ConsensusBlock::new(&sealed, Vec::new());
+        let digest = block.digest();
+        Update::Block(Digested::precomputed(block, digest), Exact::handle().0)
+    }
+
+    #[test]
+    fn a_node_far_below_the_finalized_tip_catches_up_until_its_blocks_arrive() {
+        let (mut app, flag) = app(10);
+        let catching_up = || flag.load(Ordering::Acquire);
+        app.report(tip(10 + CATCHING_UP_BLOCKS));
+        assert!(!catching_up(), "a few blocks behind is not catching up");
+        app.report(tip(11 + CATCHING_UP_BLOCKS));
+        assert!(catching_up());
+        // A tip reported out of order does not lower the tip.
+        app.report(tip(12));
+        assert!(catching_up());
+        // Blocks delivered: once within reach of the tip, the node has caught up.
+        app.report(block(10));
+        assert!(catching_up());
+        app.report(block(11));
+        assert!(!catching_up());
+    }
 }

@@ -22,6 +22,7 @@ pub struct ConsensusBlock(Arc<Inner>);
 struct Inner {
     header: Header,
     hash: B256,
+    transactions: usize,
     bytes: Vec<u8>,
 }
 
@@ -42,6 +43,7 @@ impl ConsensusBlock {
         Self(Arc::new(Inner {
             header: block.header().clone(),
             hash: block.hash(),
+            transactions: block.transactions().len(),
             bytes,
         }))
     }
@@ -77,6 +79,11 @@ impl ConsensusBlock {
     /// The block number.
     pub fn number(&self) -> u64 {
         self.0.header.number
+    }
+
+    /// How many transactions the block carries.
+    pub fn transaction_count(&self) -> usize {
+        self.0.transactions
     }
 
     /// The wire form (DESIGN.md §3.2).

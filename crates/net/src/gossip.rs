@@ -7,13 +7,15 @@
 //!   rebuilds the body from the transactions gossip has seen, asks the sender for the ones
 //!   it lacks (or all of them, if the rebuilt body does not match the header), hands the
 //!   block to the node and passes the compact form on.
+//! - **Catching up**, a node asks a peer for stored blocks by number ([`BLOCKS`]) and for
+//!   the senders that peer recovered for them ([`SENDERS`]).
 //!
 //! The transactions gossip has seen (sent or received, admitted or not) stay in a bounded
 //! cache by hash: that is what compact blocks are rebuilt from.
 
 use std::{sync::Arc, time::Duration};
 
-use alloy_primitives::{B256, keccak256};
+use alloy_primitives::{Address, B256, keccak256};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use stave_codec::{IndexedList, encode_indexed};
@@ -36,9 +38,11 @@ pub const COMPACT_BLOCK: u16 = 2;
 pub const BLOCK_TXS: u16 = 3;
 /// Module of requests for whole blocks by number (a node catching up).
 pub const BLOCKS: u16 = 4;
-/// Most blocks one [`BLOCKS`] response carries.
+/// Module of requests for the senders of blocks by number (a node catching up).
+pub const SENDERS: u16 = 5;
+/// Most blocks one [`BLOCKS`] or [`SENDERS`] response carries.
 pub const MAX_BLOCKS_PER_REQUEST: u32 = 64;
-/// Most bytes of blocks one [`BLOCKS`] response carries (at least one block is sent).
+/// Most bytes one [`BLOCKS`] or [`SENDERS`] response carries (at least one item is sent).
 const MAX_BLOCKS_RESPONSE_BYTES: usize = 16 << 20;
 
 /// The node's txpool, as gossip sees it.
@@ -52,6 +56,42 @@ pub trait TxAdmission: Send + Sync + 'static {
 pub trait BlockSource: Send + Sync + 'static {
     /// Block `number` in its wire form, if stored. Runs on a blocking thread.
     fn block(&self, number: u64) -> Option<Vec<u8>>;
+
+    /// Block `number`'s hash and its transactions' senders in block order, as this node
+    /// recovered them, if stored. Runs on a blocking thread.
+    fn senders(&self, number: u64) -> Option<BlockSenders>;
+}
+
+/// A block's transactions' senders, as a peer recovered them: a hint a node catching up
+/// may use instead of recovering them itself, once enough peers agree on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockSenders {
+    /// The block's hash.
+    pub hash: B256,
+    /// One sender per transaction, in block order.
+    pub senders: Vec<Address>,
+}
+
+impl BlockSenders {
+    /// The wire form: the hash, then 20 bytes per sender.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32 + 20 * self.senders.len());
+        out.extend_from_slice(self.hash.as_slice());
+        for sender in &self.senders {
+            out.extend_from_slice(sender.as_slice());
+        }
+        out
+    }
+
+    /// Reads the wire form; `None` unless it is a hash and whole senders.
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        let (hash, senders) = bytes.split_first_chunk::<32>()?;
+        let (senders, rest) = senders.as_chunks::<20>();
+        rest.is_empty().then(|| Self {
+            hash: B256::from(*hash),
+            senders: senders.iter().copied().map(Address::from).collect(),
+        })
+    }
 }
 
 /// Batching and cache sizes.
@@ -146,6 +186,7 @@ impl Gossip {
         let compact = network.register(GROUP, COMPACT_BLOCK, config.backlog);
         let requests = network.register(GROUP, BLOCK_TXS, config.backlog);
         let block_requests = network.register(GROUP, BLOCKS, config.backlog);
+        let sender_requests = network.register(GROUP, SENDERS, config.backlog);
         let gossip = Gossip {
             inner: Arc::new(Inner {
                 network,
@@ -165,7 +206,20 @@ impl Gossip {
         tokio::spawn(gossip.clone().tx_loop(txs));
         tokio::spawn(gossip.clone().compact_loop(compact));
         tokio::spawn(gossip.clone().request_loop(requests));
-        tokio::spawn(gossip.clone().blocks_loop(block_requests));
+        tokio::spawn(
+            gossip
+                .clone()
+                .range_loop(block_requests, "blocks", |source, number| {
+                    source.block(number)
+                }),
+        );
+        tokio::spawn(
+            gossip
+                .clone()
+                .range_loop(sender_requests, "senders", |source, number| {
+                    source.senders(number).map(|senders| senders.encode())
+                }),
+        );
         (gossip, blocks)
     }
 
@@ -498,20 +552,40 @@ impl Gossip {
         from: u64,
         count: u32,
     ) -> Result<Vec<Bytes>, GossipError> {
-        let mut request = Vec::with_capacity(12);
-        request.extend_from_slice(&from.to_le_bytes());
-        request.extend_from_slice(&count.to_le_bytes());
-        self.request_list(peer, BLOCKS, request).await
+        self.request_list(peer, BLOCKS, range_request(from, count))
+            .await
     }
 
-    async fn blocks_loop(self, mut inbound: mpsc::Receiver<Inbound>) {
+    /// Asks `peer` for the senders of up to `count` consecutive blocks from `from` (at
+    /// most [`MAX_BLOCKS_PER_REQUEST`]); a peer that has fewer blocks sends fewer.
+    pub async fn fetch_senders(
+        &self,
+        peer: NodeId,
+        from: u64,
+        count: u32,
+    ) -> Result<Vec<BlockSenders>, GossipError> {
+        self.request_list(peer, SENDERS, range_request(from, count))
+            .await?
+            .iter()
+            .map(|item| BlockSenders::decode(item).ok_or(GossipError::MalformedSenders))
+            .collect()
+    }
+
+    /// Answers requests for a range of blocks, each block's item from `item` (`what`
+    /// names it in logs), until the first block this node does not have.
+    async fn range_loop(
+        self,
+        mut inbound: mpsc::Receiver<Inbound>,
+        what: &'static str,
+        item: fn(&dyn BlockSource, u64) -> Option<Vec<u8>>,
+    ) {
         while let Some(request) = inbound.recv().await {
             let payload = &request.frame.payload;
             let (Some(from), Some(count)) = (payload.get(..8), payload.get(8..12)) else {
                 self.offence(
                     request.peer,
                     Offence::BadMessage,
-                    &"malformed blocks request",
+                    &"malformed range request",
                 );
                 continue;
             };
@@ -519,25 +593,25 @@ impl Gossip {
             let count = u32::from_le_bytes(count.try_into().unwrap_or_default())
                 .min(MAX_BLOCKS_PER_REQUEST);
             let source = self.inner.source.clone();
-            let blocks = tokio::task::spawn_blocking(move || {
-                let mut blocks = Vec::new();
+            let items = tokio::task::spawn_blocking(move || {
+                let mut items = Vec::new();
                 let mut bytes = 0;
-                let Some(source) = source else { return blocks };
+                let Some(source) = source else { return items };
                 for number in (0..u64::from(count)).map_while(|i| from.checked_add(i)) {
-                    let Some(block) = source.block(number) else {
+                    let Some(found) = item(source.as_ref(), number) else {
                         break;
                     };
-                    bytes += block.len();
-                    if bytes > MAX_BLOCKS_RESPONSE_BYTES && !blocks.is_empty() {
+                    bytes += found.len();
+                    if bytes > MAX_BLOCKS_RESPONSE_BYTES && !items.is_empty() {
                         break;
                     }
-                    blocks.push(block);
+                    items.push(found);
                 }
-                blocks
+                items
             })
             .await
             .unwrap_or_default();
-            self.respond_list(&request, &blocks, "blocks").await;
+            self.respond_list(&request, &items, what).await;
         }
     }
 
@@ -557,4 +631,12 @@ pub enum GossipError {
     /// The network refused.
     #[error(transparent)]
     Net(#[from] NetError),
+    /// A peer's senders response is not a block hash followed by whole addresses.
+    #[error("malformed senders response")]
+    MalformedSenders,
+}
+
+/// A request for `count` blocks from `from`: both little-endian.
+fn range_request(from: u64, count: u32) -> Vec<u8> {
+    [from.to_le_bytes().as_slice(), &count.to_le_bytes()].concat()
 }

@@ -13,7 +13,9 @@ pub mod tls;
 
 pub use compact::{BlockParts, CompactBlock, CompactError, decode_compact};
 pub use frame::{Frame, FrameCodec, FrameConfig, FrameError, ProtocolId, encode_frame};
-pub use gossip::{BlockSource, Gossip, GossipConfig, GossipError, ReceivedBlock, TxAdmission};
+pub use gossip::{
+    BlockSenders, BlockSource, Gossip, GossipConfig, GossipError, ReceivedBlock, TxAdmission,
+};
 pub use peers::{Inbound, NetError, Network, NetworkConfig, StaticPeer, short_id};
 pub use score::{NodeId, Offence, PeerScores, ScoreConfig, Verdict};
 pub use tls::{ChainCa, NodeIdentity, NodeTls, TlsError, ed25519_node_id, node_id};

@@ -17,10 +17,12 @@ use parking_lot::Mutex;
 use stave_codec::encode_block;
 use stave_exec::MemoryState;
 use stave_net::{
-    BlockParts, BlockSource, CompactBlock, Gossip, GossipConfig, Network, Offence, ProtocolId,
-    ReceivedBlock, TxAdmission, gossip,
+    BlockParts, BlockSenders, BlockSource, CompactBlock, Gossip, GossipConfig, Network, Offence,
+    ProtocolId, ReceivedBlock, TxAdmission, gossip,
 };
-use stave_primitives::{Block, ChainSpec, DEFAULT_BASE_FEE, DEV_GAS_LIMIT, Header, SignedTx};
+use stave_primitives::{
+    Address, Block, ChainSpec, DEFAULT_BASE_FEE, DEV_GAS_LIMIT, Header, SignedTx,
+};
 use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
 use stave_txpool::{PoolConfig, TxPool};
 use stave_verify::SenderCache;
@@ -264,6 +266,23 @@ impl BlockSource for Stored {
     fn block(&self, number: u64) -> Option<Vec<u8>> {
         self.0.get(number as usize).cloned()
     }
+
+    fn senders(&self, number: u64) -> Option<BlockSenders> {
+        self.0
+            .get(number as usize)
+            .map(|block| made_up_senders(number, block))
+    }
+}
+
+/// The senders `Stored` serves for block `number`: two, made up from the number.
+fn made_up_senders(number: u64, block: &[u8]) -> BlockSenders {
+    BlockSenders {
+        hash: stave_primitives::keccak256(block),
+        senders: vec![
+            Address::repeat_byte(number as u8),
+            Address::with_last_byte(1),
+        ],
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -316,4 +335,58 @@ async fn a_node_catching_up_fetches_stored_blocks_by_number() {
         .await
         .expect("answered");
     assert!(fetched.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_catching_up_fetches_the_senders_a_peer_recovered() {
+    let chain = Chain::new(3);
+    let txs = transfers(20);
+    let stored: Vec<Vec<u8>> = (0..10).map(|n| block(n, &txs[n as usize..][..2])).collect();
+    let network = chain.start(0, vec![], |_| {}).await;
+    let (_serving, _) = Gossip::start(
+        network.clone(),
+        pool(),
+        Some(Arc::new(Stored(stored.clone()))),
+        GossipConfig::default(),
+    );
+    let behind = node(&chain, 1, &[(0, &network)]).await;
+    eventually("connection", || behind.network.peers().len() == 1).await;
+
+    let fetched = behind
+        .gossip
+        .fetch_senders(chain.ids[0], 3, 5)
+        .await
+        .expect("served");
+    let expected: Vec<BlockSenders> = (3..8)
+        .map(|n| made_up_senders(n, &stored[n as usize]))
+        .collect();
+    assert_eq!(fetched, expected);
+    // Past the head: what there is, then nothing.
+    let fetched = behind
+        .gossip
+        .fetch_senders(chain.ids[0], 8, 64)
+        .await
+        .expect("served");
+    assert_eq!(fetched.len(), 2);
+
+    // A peer answering with something that is not a hash and whole senders is an error.
+    let liar = chain.start(2, vec![], |_| {}).await;
+    let mut requests = liar.register(gossip::GROUP, gossip::SENDERS, 4);
+    let asker = node(&chain, 1, &[(2, &liar)]).await;
+    eventually("connection", || asker.network.peers().len() == 1).await;
+    let answering = tokio::spawn(async move {
+        let request = requests.recv().await.expect("a request");
+        let item = [0u8; 32 + 19];
+        let list = stave_codec::encode_indexed(&[item], |item, out| out.extend_from_slice(item))
+            .expect("encodes");
+        liar.respond(&request, Bytes::from(list))
+            .await
+            .expect("sent");
+    });
+    let refused = asker.gossip.fetch_senders(chain.ids[2], 0, 1).await;
+    assert!(
+        matches!(refused, Err(stave_net::GossipError::MalformedSenders)),
+        "{refused:?}"
+    );
+    answering.await.expect("answered");
 }

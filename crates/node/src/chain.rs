@@ -32,7 +32,7 @@ use stave_storage::{
         BlockToCommit, Committed, TxPositions, commit_block, flushed_height, head, header, senders,
     },
 };
-use stave_verify::{SenderCache, Verifier, verify_serial};
+use stave_verify::{SenderCache, Verifier, VerifyError, verify_serial};
 
 use crate::error::ImportError;
 
@@ -153,12 +153,35 @@ enum Flush {
     Later,
 }
 
-/// A decoded block and, unless it was already stored, its recovered transactions.
+/// A block for [`Chain::import_stream`]: its wire form and, for a finalized block a node
+/// catches up on, the senders of its transactions as enough validators agree on them.
+/// Agreed senders skip recovery; the header's gas used and roots still check the outcome,
+/// and a block that fails them is verified again from its signatures.
+#[derive(Debug, Clone, Copy)]
+pub struct Incoming<'b> {
+    /// The block's wire form (DESIGN.md §3.2).
+    pub bytes: &'b [u8],
+    /// One sender per transaction, in block order, if agreed on.
+    pub agreed_senders: Option<&'b [Address]>,
+}
+
+impl<'b> From<&'b [u8]> for Incoming<'b> {
+    fn from(bytes: &'b [u8]) -> Self {
+        Self {
+            bytes,
+            agreed_senders: None,
+        }
+    }
+}
+
+/// A decoded block and, unless it was already stored, its transactions with senders.
 struct Received {
     block: SealedBlock,
     recovered: Option<Vec<RecoveredTx>>,
     /// Signatures the verify stage recovered (the rest came from the sender cache).
     recoveries: u64,
+    /// Whether the senders are agreed ones rather than recovered (see [`Incoming`]).
+    agreed: bool,
     times: StageTimes,
 }
 
@@ -231,6 +254,9 @@ pub struct Imported {
     pub new: bool,
     /// Time per stage.
     pub times: StageTimes,
+    /// Signatures the parallel verify stage recovered for it (the other senders came from
+    /// the sender cache or were agreed, see [`Incoming`]); 0 in serial mode.
+    pub recoveries: u64,
     /// The block.
     pub block: SealedBlock,
     /// Its transactions with their senders (none for a redelivery).
@@ -504,18 +530,23 @@ impl<'s> Chain<'s> {
 
     /// Decodes, verifies and executes an encoded block on top of `ancestors` (speculative
     /// blocks, oldest first, the first a child of the stored head) and checks its header,
-    /// without committing it: a consensus engine's verification of a proposal. Its
-    /// timestamp must lie between its parent's and `latest_timestamp`.
-    pub fn validate_on(
+    /// without committing it: a consensus engine's verification of a proposal (or of a
+    /// finalized ancestor it lacks, which may come with agreed senders). Its timestamp
+    /// must lie between its parent's and `latest_timestamp`.
+    pub fn validate_on<'b>(
         &self,
         ancestors: &[&SpeculativeBlock],
-        bytes: &[u8],
+        incoming: impl Into<Incoming<'b>>,
         latest_timestamp: u64,
     ) -> Result<SpeculativeBlock, ImportError> {
         let (parent, state) = self.tip(ancestors)?;
         let Received {
-            block, recovered, ..
-        } = self.receive(bytes)?;
+            block,
+            recovered,
+            agreed,
+            mut times,
+            ..
+        } = self.receive(incoming.into())?;
         let number = block.number();
         if number != parent.number + 1 || block.header().parent_hash != parent.hash_slow() {
             return Err(ImportError::NotChild {
@@ -534,15 +565,20 @@ impl<'s> Chain<'s> {
             });
         }
         // A block already stored at this height is final: nothing may replace it.
-        let recovered = recovered.ok_or(ImportError::NotChild {
+        let mut recovered = recovered.ok_or(ImportError::NotChild {
             number,
             head_number: parent.number,
             head: parent.hash_slow(),
         })?;
-        let (outcome, _) = stage("execute", number, || {
-            self.execute_checked(&state, &block, &recovered, &parent, ExecuteOn::AllThreads)
-        });
-        let outcome = outcome?;
+        let (outcome, _) = self.execute_or_recover(
+            &state,
+            &block,
+            &mut recovered,
+            agreed,
+            &parent,
+            ExecuteOn::AllThreads,
+            &mut times,
+        )?;
         let body = encode_transactions(block.transactions())?;
         Ok(SpeculativeBlock::new(
             PreparedBlock {
@@ -639,7 +675,7 @@ impl<'s> Chain<'s> {
     /// Runs an encoded block through decode, verify, execute and commit. A block already
     /// stored is accepted again without effect.
     pub fn import(&mut self, bytes: &[u8]) -> Result<Imported, ImportError> {
-        let received = self.receive(bytes)?;
+        let received = self.receive(bytes.into())?;
         self.apply(received, Flush::Now, ExecuteOn::AllThreads)
     }
 
@@ -649,17 +685,18 @@ impl<'s> Chain<'s> {
     /// (every block before it is committed).
     pub fn import_stream<'b>(
         &mut self,
-        blocks: impl IntoIterator<Item = &'b [u8]>,
+        blocks: impl IntoIterator<Item = impl Into<Incoming<'b>>>,
         prefetcher: Option<&Prefetcher>,
         mut on_block: impl FnMut(Imported),
     ) -> Result<(), ImportError> {
-        let mut blocks = blocks.into_iter();
+        let mut blocks = blocks.into_iter().map(Into::into);
         let Some(first) = blocks.next() else {
             return Ok(());
         };
         if !self.parallel() {
-            for bytes in std::iter::once(first).chain(blocks) {
-                on_block(self.import(bytes)?);
+            for incoming in std::iter::once(first).chain(blocks) {
+                let received = self.receive(incoming)?;
+                on_block(self.apply(received, Flush::Now, ExecuteOn::AllThreads)?);
             }
             return Ok(());
         }
@@ -716,17 +753,18 @@ impl<'s> Chain<'s> {
     }
 
     /// The decode and verify stages: they need no state, so they can run ahead of the
-    /// blocks before. A block already stored skips verification.
-    fn receive(&self, bytes: &[u8]) -> Result<Received, ImportError> {
+    /// blocks before. A block already stored skips verification; agreed senders skip
+    /// recovery (the stateless rules still apply).
+    fn receive(&self, incoming: Incoming<'_>) -> Result<Received, ImportError> {
         let mut times = StageTimes::default();
         let (head_number, _) = self.head()?;
         // Spans and metrics carry the height the block should have; apply checks it.
         let expected = head_number + 1;
         let (block, elapsed) = stage("decode", expected, || {
             if self.parallel() {
-                decode_block(bytes)
+                decode_block(incoming.bytes)
             } else {
-                decode_block_serial(bytes)
+                decode_block_serial(incoming.bytes)
             }
         });
         times.decode = elapsed;
@@ -738,33 +776,73 @@ impl<'s> Chain<'s> {
                 block,
                 recovered: None,
                 recoveries: 0,
+                agreed: false,
                 times,
             });
         }
-        let mut recoveries = 0;
-        let (recovered, elapsed) = stage("verify", number, || {
-            let txs = block.transactions().to_vec();
-            if self.parallel() {
-                let mut verifier = self.verifier.lock();
-                let before = verifier.recoveries();
-                let recovered = verifier.verify(txs);
-                recoveries = verifier.recoveries() - before;
-                recovered
-            } else {
-                verify_serial(txs, self.chain_id, self.cache.as_deref())
-            }
+        let agreed = incoming
+            .agreed_senders
+            .filter(|senders| senders.len() == block.transactions().len());
+        let ((recovered, recoveries), elapsed) = stage("verify", number, || match agreed {
+            Some(senders) => (self.with_senders(&block, senders), 0),
+            None => self.recover(&block),
         });
         times.verify = elapsed;
-        let recovered = recovered.map_err(|source| ImportError::Verify {
-            number,
-            source: Box::new(source),
-        })?;
         Ok(Received {
             block,
-            recovered: Some(recovered),
+            recovered: Some(recovered?),
             recoveries,
+            agreed: agreed.is_some(),
             times,
         })
+    }
+
+    /// Checks `block`'s transactions and recovers their senders (the sender cache
+    /// first); also returns how many signatures it recovered.
+    fn recover(&self, block: &SealedBlock) -> (Result<Vec<RecoveredTx>, ImportError>, u64) {
+        let txs = block.transactions().to_vec();
+        let mut recoveries = 0;
+        let recovered = if self.parallel() {
+            let mut verifier = self.verifier.lock();
+            let before = verifier.recoveries();
+            let recovered = verifier.verify(txs);
+            recoveries = verifier.recoveries() - before;
+            recovered
+        } else {
+            verify_serial(txs, self.chain_id, self.cache.as_deref())
+        };
+        let recovered = recovered.map_err(|source| ImportError::Verify {
+            number: block.number(),
+            source: Box::new(source),
+        });
+        (recovered, recoveries)
+    }
+
+    /// `block`'s transactions with `senders` (one each), checked against the stateless
+    /// rules but not recovered.
+    fn with_senders(
+        &self,
+        block: &SealedBlock,
+        senders: &[Address],
+    ) -> Result<Vec<RecoveredTx>, ImportError> {
+        metrics::counter!("stave_agreed_senders_total").increment(senders.len() as u64);
+        block
+            .transactions()
+            .iter()
+            .zip(senders)
+            .enumerate()
+            .map(|(index, (tx, &sender))| {
+                tx.check_stateless(Some(self.chain_id))
+                    .map_err(|source| ImportError::Verify {
+                        number: block.number(),
+                        source: Box::new(VerifyError::Invalid { index, source }),
+                    })?;
+                Ok(RecoveredTx {
+                    tx: tx.clone(),
+                    sender,
+                })
+            })
+            .collect()
     }
 
     /// Executes `block` on `state` (the state after `parent`) and checks the header's gas
@@ -810,6 +888,46 @@ impl<'s> Chain<'s> {
         }
     }
 
+    /// [`Chain::execute_checked`], timed into `times`. Senders that were agreed rather than
+    /// recovered (see [`Incoming`]) and fail the header's checks give way to the
+    /// signatures: they are recovered into `recovered` and the block runs once more. Also
+    /// returns how many signatures that recovered.
+    #[allow(clippy::too_many_arguments)]
+    fn execute_or_recover(
+        &self,
+        state: &dyn StateReader,
+        block: &SealedBlock,
+        recovered: &mut Vec<RecoveredTx>,
+        agreed: bool,
+        parent: &Header,
+        on: ExecuteOn,
+        times: &mut StageTimes,
+    ) -> Result<(ExecutionOutcome, u64), ImportError> {
+        let number = block.number();
+        let execute = |recovered: &[RecoveredTx]| {
+            stage("execute", number, || {
+                self.execute_checked(state, block, recovered, parent, on)
+            })
+        };
+        let (outcome, elapsed) = execute(recovered);
+        times.execute += elapsed;
+        match outcome {
+            Err(error) if agreed => {
+                // The validators who agreed were wrong: signatures decide, not them.
+                tracing::warn!(number, %error, "agreed senders do not hold; recovering them");
+                metrics::counter!("stave_agreed_senders_refuted_total").increment(1);
+                let ((verified, recoveries), elapsed) =
+                    stage("verify", number, || self.recover(block));
+                times.verify += elapsed;
+                *recovered = verified?;
+                let (outcome, elapsed) = execute(recovered);
+                times.execute += elapsed;
+                Ok((outcome?, recoveries))
+            }
+            outcome => Ok((outcome?, 0)),
+        }
+    }
+
     /// The execute and commit stages of a received block, on top of the stored head.
     fn apply(
         &self,
@@ -820,16 +938,18 @@ impl<'s> Chain<'s> {
         let Received {
             block,
             recovered,
+            mut recoveries,
+            agreed,
             mut times,
-            ..
         } = received;
         let number = block.number();
-        let Some(recovered) = recovered else {
+        let Some(mut recovered) = recovered else {
             return Ok(Imported {
                 number,
                 hash: block.hash(),
                 new: false,
                 times,
+                recoveries,
                 block,
                 recovered: Vec::new(),
                 receipts: Vec::new(),
@@ -844,11 +964,16 @@ impl<'s> Chain<'s> {
             });
         }
         let parent = header(self.store, head_number)?.ok_or(ImportError::NoGenesis)?;
-        let (outcome, elapsed) = stage("execute", number, || {
-            self.execute_checked(&self.layers.latest(), &block, &recovered, &parent, on)
-        });
-        times.execute = elapsed;
-        let outcome = outcome?;
+        let (outcome, recovered_now) = self.execute_or_recover(
+            &self.layers.latest(),
+            &block,
+            &mut recovered,
+            agreed,
+            &parent,
+            on,
+            &mut times,
+        )?;
+        recoveries += recovered_now;
 
         let (committed, elapsed) = stage("commit", number, || {
             // Decoding accepted only the canonical encoding, so this is the body as received.
@@ -869,6 +994,7 @@ impl<'s> Chain<'s> {
             hash: block.hash(),
             new: committed? == Committed::New,
             times,
+            recoveries,
             block,
             recovered,
             receipts: outcome.receipts,

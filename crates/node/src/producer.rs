@@ -18,7 +18,7 @@ use stave_storage::{KvStore, StorageError, commit};
 use stave_txpool::{DropReason, TxPool};
 
 use crate::{
-    chain::{Chain, PreparedBlock, SpeculativeBlock},
+    chain::{Chain, Incoming, PreparedBlock, SpeculativeBlock},
     error::ImportError,
 };
 
@@ -184,13 +184,14 @@ impl<'s> BlockProducer<'s> {
     /// Checks a proposed block on top of `ancestors` through the import pipeline (decode,
     /// verify with the sender cache, execute, header check), without committing it; its
     /// timestamp must not be before its parent's nor after `latest_timestamp`.
-    pub fn validate_on(
+    pub fn validate_on<'b>(
         &self,
         ancestors: &[&SpeculativeBlock],
-        bytes: &[u8],
+        incoming: impl Into<Incoming<'b>>,
         latest_timestamp: u64,
     ) -> Result<SpeculativeBlock, ImportError> {
-        self.chain.validate_on(ancestors, bytes, latest_timestamp)
+        self.chain
+            .validate_on(ancestors, incoming, latest_timestamp)
     }
 
     /// Stops producing: writes the state the layers hold to disk, so that the next start
@@ -252,10 +253,10 @@ impl<'s> BlockProducer<'s> {
     /// (block N+1 decodes and verifies while block N executes and commits), and removes
     /// their transactions from the pool. `on_block` sees each new block once it is
     /// committed; blocks already stored are skipped. Stops at the first error, with every
-    /// block before it committed.
+    /// block before it committed. Blocks may come with agreed senders ([`Incoming`]).
     pub fn follow_stream<'b>(
         &mut self,
-        blocks: impl IntoIterator<Item = &'b [u8]>,
+        blocks: impl IntoIterator<Item = impl Into<Incoming<'b>>>,
         mut on_block: impl FnMut(Produced),
     ) -> Result<(), ImportError> {
         let Self {

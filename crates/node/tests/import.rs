@@ -3,7 +3,7 @@
 
 use alloy_consensus::TypedTransaction;
 use stave_exec::StateReader;
-use stave_node::{Chain, ImportError, Parallelism};
+use stave_node::{Chain, ImportError, Incoming, Parallelism};
 use stave_primitives::{Address, ChainSpec, RecoveredTx, SignedTx, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder, WorkloadKind, signed_workload, workload_genesis};
 use stave_storage::{
@@ -280,4 +280,47 @@ fn the_stream_pipeline_with_prefetch_ends_at_the_same_head_and_state() {
     }
     assert_eq!(heads[0], heads[1]);
     assert_eq!(states[0], states[1]);
+}
+
+#[test]
+fn agreed_senders_skip_recovery_and_wrong_ones_give_way_to_the_signatures() {
+    let (spec, _a, store_a, blocks) = produced();
+    let stored = |store: &LmdbStore| -> Vec<Vec<Address>> {
+        (1..=3)
+            .map(|n| senders(store, n).expect("reads").expect("stored"))
+            .collect()
+    };
+    let truth = stored(&store_a);
+    let wrong = vec![Address::repeat_byte(0x77); 40];
+    let short = vec![Address::repeat_byte(0x77); 39];
+    // (agreed senders per block, signatures each block must recover).
+    let cases: [(Vec<Option<&[Address]>>, u64); 4] = [
+        (truth.iter().map(|s| Some(s.as_slice())).collect(), 0),
+        (vec![None; 3], 40),
+        // Agreed but wrong: the header's roots refute them, the signatures decide.
+        (vec![Some(wrong.as_slice()); 3], 40),
+        // Not one per transaction: not used at all.
+        (vec![Some(short.as_slice()); 3], 40),
+    ];
+    for (agreed, expected) in cases {
+        let (_dir, store) = store();
+        let mut chain = Chain::open(&store, &spec, 2).expect("opens");
+        let mut recoveries = Vec::new();
+        chain
+            .import_stream(
+                blocks
+                    .iter()
+                    .zip(&agreed)
+                    .map(|(bytes, agreed_senders)| Incoming {
+                        bytes,
+                        agreed_senders: *agreed_senders,
+                    }),
+                None,
+                |imported| recoveries.push(imported.recoveries),
+            )
+            .expect("imports");
+        assert_eq!(recoveries, [expected; 3], "{agreed:?}");
+        assert_eq!(head(&store).expect("reads"), head(&store_a).expect("reads"));
+        assert_eq!(stored(&store), truth);
+    }
 }

@@ -155,22 +155,22 @@ fn blocks_built_on_uncommitted_parents_commit_to_the_chain_a_plain_import_makes(
     };
     let (bytes1, bytes2) = (encode(&first), encode(&second));
     let checked1 = validator
-        .validate_on(&[], &bytes1, 2)
+        .validate_on(&[], bytes1.as_slice(), 2)
         .expect("block 1 valid");
     // Block 2 (timestamp 2) from a node whose clock allows at most 1 is refused.
     assert!(matches!(
-        validator.validate_on(&[&checked1], &bytes2, 1),
+        validator.validate_on(&[&checked1], bytes2.as_slice(), 1),
         Err(stave_node::ImportError::BadTimestamp { .. })
     ));
     let checked2 = validator
-        .validate_on(&[&checked1], &bytes2, 2)
+        .validate_on(&[&checked1], bytes2.as_slice(), 2)
         .expect("block 2 valid on block 1");
     // A block claiming another state root is refused.
     let mut forged = second.prepared.block.header().clone();
     forged.state_root = B256::repeat_byte(1);
     let forged = stave_codec::encode_block_parts(&forged, &second.prepared.body);
     assert!(matches!(
-        validator.validate_on(&[&checked1], &forged, 2),
+        validator.validate_on(&[&checked1], forged.as_slice(), 2),
         Err(stave_node::ImportError::HeaderMismatch {
             field: "state_root",
             ..

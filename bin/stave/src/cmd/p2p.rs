@@ -20,8 +20,8 @@ use anyhow::Context;
 use bytes::Bytes;
 use serde::Deserialize;
 use stave_net::{
-    BlockSource, Gossip, GossipConfig, Network, NetworkConfig, NodeId, NodeIdentity, NodeTls,
-    Offence, ReceivedBlock, StaticPeer, TxAdmission, gossip::MAX_BLOCKS_PER_REQUEST,
+    BlockSenders, BlockSource, Gossip, GossipConfig, Network, NetworkConfig, NodeId, NodeIdentity,
+    NodeTls, Offence, ReceivedBlock, StaticPeer, TxAdmission, gossip::MAX_BLOCKS_PER_REQUEST,
 };
 use stave_node::{BlockProducer, ChainView, Produced, encoded_block};
 use stave_storage::KvStore;
@@ -70,6 +70,9 @@ pub struct P2p {
     pub blocks: mpsc::Receiver<ReceivedBlock>,
     /// Where the RPC server puts transactions clients submitted, for gossip.
     pub admitted: mpsc::UnboundedSender<Vec<u8>>,
+    /// Set while the node is far behind its chain (a validator's consensus keeps it):
+    /// transactions peers gossip are not admitted meanwhile.
+    pub catching_up: Arc<AtomicBool>,
 }
 
 fn parse_node_id(hex_id: &str) -> anyhow::Result<NodeId> {
@@ -85,14 +88,20 @@ fn read(base: &Path, path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
 }
 
-/// The txpool, admitting what peers gossip against the newest state.
+/// The txpool, admitting what peers gossip against the newest state, unless the node is
+/// catching up.
 struct PoolAdmission {
     view: Arc<ChainView<'static>>,
     pool: Arc<TxPool>,
+    catching_up: Arc<AtomicBool>,
 }
 
 impl TxAdmission for PoolAdmission {
     fn admit(&self, txs: &[Bytes]) -> Vec<bool> {
+        if self.catching_up.load(Ordering::Acquire) {
+            metrics::counter!("stave_gossip_txs_ignored_total").increment(txs.len() as u64);
+            return vec![false; txs.len()];
+        }
         let raw: Vec<Vec<u8>> = txs.iter().map(|tx| tx.to_vec()).collect();
         self.view
             .with_state(None, |state, header| {
@@ -109,6 +118,14 @@ struct StoredBlocks(&'static dyn KvStore);
 impl BlockSource for StoredBlocks {
     fn block(&self, number: u64) -> Option<Vec<u8>> {
         encoded_block(self.0, number).ok().flatten()
+    }
+
+    fn senders(&self, number: u64) -> Option<BlockSenders> {
+        let hash = stave_storage::commit::header(self.0, number)
+            .ok()??
+            .hash_slow();
+        let senders = stave_storage::commit::senders(self.0, number).ok()??;
+        Some(BlockSenders { hash, senders })
     }
 }
 
@@ -146,9 +163,14 @@ pub async fn start(
         .await
         .with_context(|| format!("starting P2P on {}", config.listen))?;
     let store = view.store();
+    let catching_up = Arc::new(AtomicBool::new(false));
     let (gossip, blocks) = Gossip::start(
         network.clone(),
-        Arc::new(PoolAdmission { view, pool }),
+        Arc::new(PoolAdmission {
+            view,
+            pool,
+            catching_up: catching_up.clone(),
+        }),
         Some(Arc::new(StoredBlocks(store))),
         GossipConfig::default(),
     );
@@ -173,6 +195,7 @@ pub async fn start(
         gossip,
         blocks,
         admitted,
+        catching_up,
     })
 }
 
