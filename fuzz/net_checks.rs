@@ -1,4 +1,4 @@
-//! The properties the `frame` fuzz target checks, shared with
+//! The properties the `frame`, `compact` and `senders` fuzz targets check, shared with
 //! `crates/net/tests/fuzz_corpus.rs`, which replays the checked-in corpus under `cargo
 //! test`: hostile bytes give a typed error or frames within the limits, and every frame
 //! decoded survives encoding and decoding again unchanged.
@@ -39,5 +39,18 @@ pub fn compact(data: &[u8]) {
     }
     if let Ok(block) = stave_net::BlockParts::from_block(data) {
         assert_eq!(block.encode().expect("a decoded block re-encodes"), data);
+    }
+}
+
+/// A peer's senders of one block (`SENDERS` responses): a hash and whole 20-byte senders,
+/// read back exactly, or nothing.
+pub fn senders(data: &[u8]) {
+    let decoded = stave_net::BlockSenders::decode(data);
+    assert_eq!(
+        decoded.is_some(),
+        data.len() >= 32 && (data.len() - 32) % 20 == 0
+    );
+    if let Some(senders) = decoded {
+        assert_eq!(senders.encode(), data);
     }
 }

@@ -40,8 +40,12 @@ if [ "$CRASH" = kill ]; then
 else
   kill -CONT "$node3"
 fi
+synced_from=""
 while true; do
   h3="$(head_of $RPC3)"
+  if [ -z "$synced_from" ] && [ "$h3" -gt "$killed" ]; then
+    sync_start="$(date +%s.%N)"; synced_from="$h3"; chain_at_sync="$(head_of $RPC0)"
+  fi
   [ "$h3" -gt "$killed" ] && [ "$h3" -ge "$(head_of $RPC0)" ] && break
   sleep 0.05
 done
@@ -49,17 +53,24 @@ end="$(date +%s.%N)"
 wait $busy || true
 echo "second load: $(cat "$WORK/busy.json")"
 python3 - "$start" "$end" "$killed" "$produced_from" "$h3" \
-  "$(txs_to $RPC0 "$killed")" "$(txs_to $RPC0 "$produced_from")" "$(txs_to $RPC0 "$h3")" <<'PY'
+  "$(txs_to $RPC0 "$killed")" "$(txs_to $RPC0 "$produced_from")" "$(txs_to $RPC0 "$h3")" \
+  "$sync_start" "$(txs_to $RPC0 "$synced_from")" "$(txs_to $RPC0 "$chain_at_sync")" <<'PY'
 import sys
 start, end = float(sys.argv[1]), float(sys.argv[2])
 killed, produced_from, caught = map(int, sys.argv[3:6])
 at_kill, at_restart, at_end = map(int, sys.argv[6:9])
+sync_start = float(sys.argv[9])
+at_first_import, chain_at_sync = map(int, sys.argv[10:12])
 window = end - start
 imported, produced = at_end - at_kill, at_end - at_restart
 print(f"window {window:.2f} s from process start (or SIGCONT): validator 3 imported {caught - killed} blocks, "
       f"{imported} txs = {imported / window:.0f} tx/s")
 print(f"the chain finalized {caught - produced_from} blocks, {produced} txs = {produced / window:.0f} tx/s "
       f"in the same window: catch-up {imported / max(produced, 1):.1f}x the production rate")
+sync = max(end - sync_start, 1e-3)
+synced, produced = at_end - at_first_import, at_end - chain_at_sync
+print(f"sync alone, {sync:.2f} s from its first imported block: {synced} txs = {synced / sync:.0f} tx/s "
+      f"against {produced / sync:.0f} tx/s finalized: {synced / max(produced, 1):.1f}x")
 PY
 a="$(block_of $RPC0 "$h3")"; b="$(block_of $RPC3 "$h3")"
 echo "block $h3: validator 0 $a; validator 3 $b"

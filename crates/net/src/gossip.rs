@@ -74,7 +74,7 @@ pub struct BlockSenders {
 
 impl BlockSenders {
     /// The wire form: the hash, then 20 bytes per sender.
-    fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(32 + 20 * self.senders.len());
         out.extend_from_slice(self.hash.as_slice());
         for sender in &self.senders {
@@ -83,8 +83,9 @@ impl BlockSenders {
         out
     }
 
-    /// Reads the wire form; `None` unless it is a hash and whole senders.
-    fn decode(bytes: &[u8]) -> Option<Self> {
+    /// Reads the wire form (a peer's, so hostile); `None` unless it is a hash and whole
+    /// senders.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
         let (hash, senders) = bytes.split_first_chunk::<32>()?;
         let (senders, rest) = senders.as_chunks::<20>();
         rest.is_empty().then(|| Self {

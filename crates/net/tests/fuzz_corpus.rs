@@ -1,5 +1,5 @@
 //! Replays the checked-in fuzz corpora of the network's decoders (`fuzz/corpus/frame/`,
-//! `fuzz/corpus/compact/`) through the checks the fuzz targets run, so every finding stays
+//! `fuzz/corpus/compact/`, `fuzz/corpus/senders/`) through the checks the fuzz targets run, so every finding stays
 //! fixed under plain `cargo test`.
 
 use std::path::Path;
@@ -31,11 +31,21 @@ fn compact_corpus_holds() {
     replay("compact", net_checks::compact);
 }
 
+#[test]
+fn senders_corpus_holds() {
+    replay("senders", net_checks::senders);
+}
+
 // Random inputs beyond the corpus, on every test run.
 proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
         net_checks::compact(&data);
+    }
+
+    #[test]
+    fn arbitrary_sender_lists_read_back_exactly(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+        net_checks::senders(&data);
     }
 
     #[test]
