@@ -48,7 +48,7 @@ pub fn senders(data: &[u8]) {
     let decoded = stave_net::BlockSenders::decode(data);
     assert_eq!(
         decoded.is_some(),
-        data.len() >= 32 && (data.len() - 32) % 20 == 0
+        data.len() >= 32 && (data.len() - 32).is_multiple_of(20)
     );
     if let Some(senders) = decoded {
         assert_eq!(senders.encode(), data);
