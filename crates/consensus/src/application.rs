@@ -22,7 +22,7 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use alloy_primitives::B256;
+use alloy_primitives::{Address, B256};
 use commonware_actor::Feedback;
 use commonware_consensus::{
     Application, Heightable, Reporter,
@@ -340,6 +340,15 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         self.producer.close()
     }
 
+    /// The senders of `blocks` (consecutive, oldest first) the sender source vouches for,
+    /// one entry per block; none without a source.
+    fn agreed_senders(&mut self, blocks: &[ConsensusBlock]) -> Vec<Option<Vec<Address>>> {
+        match &mut self.sender_source {
+            Some(source) if !blocks.is_empty() => source.agreed_senders(blocks),
+            _ => Vec::new(),
+        }
+    }
+
     /// Makes sure every block of `chain` (oldest first, the first a child of the head;
     /// blocks already committed are skipped) is executed, and returns their hashes.
     fn execute_ancestors(&mut self, chain: &[ConsensusBlock]) -> Result<Vec<B256>, ImportError> {
@@ -361,18 +370,17 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             .filter(|block| !self.speculative.contains_key(&block.hash()))
             .map(|block| (*block).clone())
             .collect();
-        let agreed = match &mut self.sender_source {
-            Some(source) if missing.len() > 1 => source.agreed_senders(&missing),
-            _ => Vec::new(),
-        };
-        let mut agreed = missing.iter().map(ConsensusBlock::hash).zip(agreed);
+        let mut agreed = if missing.len() > 1 {
+            self.agreed_senders(&missing)
+        } else {
+            Vec::new()
+        }
+        .into_iter();
         let mut hashes: Vec<B256> = Vec::with_capacity(chain.len());
         for block in chain {
+            // The blocks `missing` holds, in the same order.
             if !self.speculative.contains_key(&block.hash()) {
-                let senders = agreed
-                    .next()
-                    .filter(|(hash, _)| *hash == block.hash())
-                    .and_then(|(_, senders)| senders);
+                let senders = agreed.next().flatten();
                 let executed = {
                     let ancestors: Vec<&SpeculativeBlock> =
                         hashes.iter().map(|hash| &self.speculative[hash]).collect();
@@ -436,10 +444,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             ack.acknowledge();
         }
         let (blocks, acks): (Vec<ConsensusBlock>, Vec<Exact>) = run.into_iter().unzip();
-        let agreed = match &mut self.sender_source {
-            Some(source) if !blocks.is_empty() => source.agreed_senders(&blocks),
-            _ => Vec::new(),
-        };
+        let agreed = self.agreed_senders(&blocks);
         let incoming = blocks.iter().enumerate().map(|(i, block)| Incoming {
             bytes: block.bytes(),
             agreed_senders: agreed.get(i).and_then(Option::as_deref),

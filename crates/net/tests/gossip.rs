@@ -285,21 +285,27 @@ fn made_up_senders(number: u64, block: &[u8]) -> BlockSenders {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_catching_up_fetches_stored_blocks_by_number() {
-    let chain = Chain::new(3);
+/// Node 0 serving blocks 0..10 (two transfers each) from [`Stored`], its gossip (keep it
+/// alive), and node 1 connected to it.
+async fn serving_and_behind(chain: &Chain) -> (Vec<Vec<u8>>, Gossip, Node) {
     let txs = transfers(20);
     let stored: Vec<Vec<u8>> = (0..10).map(|n| block(n, &txs[n as usize..][..2])).collect();
     let network = chain.start(0, vec![], |_| {}).await;
-    let source = Arc::new(Stored(stored.clone()));
-    let (_serving, _) = Gossip::start(
+    let (serving, _) = Gossip::start(
         network.clone(),
         pool(),
-        Some(source),
+        Some(Arc::new(Stored(stored.clone()))),
         GossipConfig::default(),
     );
-    let behind = node(&chain, 1, &[(0, &network)]).await;
+    let behind = node(chain, 1, &[(0, &network)]).await;
     eventually("connection", || behind.network.peers().len() == 1).await;
+    (stored, serving, behind)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_catching_up_fetches_stored_blocks_by_number() {
+    let chain = Chain::new(3);
+    let (stored, _serving, behind) = serving_and_behind(&chain).await;
 
     let fetched = behind
         .gossip
@@ -340,17 +346,7 @@ async fn a_node_catching_up_fetches_stored_blocks_by_number() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_catching_up_fetches_the_senders_a_peer_recovered() {
     let chain = Chain::new(3);
-    let txs = transfers(20);
-    let stored: Vec<Vec<u8>> = (0..10).map(|n| block(n, &txs[n as usize..][..2])).collect();
-    let network = chain.start(0, vec![], |_| {}).await;
-    let (_serving, _) = Gossip::start(
-        network.clone(),
-        pool(),
-        Some(Arc::new(Stored(stored.clone()))),
-        GossipConfig::default(),
-    );
-    let behind = node(&chain, 1, &[(0, &network)]).await;
-    eventually("connection", || behind.network.peers().len() == 1).await;
+    let (stored, _serving, behind) = serving_and_behind(&chain).await;
 
     let fetched = behind
         .gossip
