@@ -4,7 +4,8 @@
 
 use stave_codec::{decode_block, decode_transactions, encode_block, encode_transactions};
 use stave_primitives::{
-    SignedTx, decode_and_validate, decode_stored_receipts, encode_stored_receipts,
+    SignedTx, decode_and_validate, decode_stored_diff, decode_stored_receipts, encode_stored_diff,
+    encode_stored_receipts,
 };
 
 /// The offset-indexed transaction list decoder.
@@ -43,6 +44,17 @@ pub fn stored_receipts(data: &[u8]) {
             encode_stored_receipts(&receipts),
             data,
             "decoding accepted non-canonical stored receipts"
+        );
+    }
+}
+
+/// A journaled state diff: what decodes re-encodes to exactly the input.
+pub fn stored_diff(data: &[u8]) {
+    if let Ok(diff) = decode_stored_diff(data) {
+        assert_eq!(
+            encode_stored_diff(&diff),
+            data,
+            "decoding accepted a non-canonical stored diff"
         );
     }
 }

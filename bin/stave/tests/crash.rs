@@ -1,7 +1,7 @@
 //! Crash safety against a real process: `stave import` is SIGKILLed at random moments
 //! 50 times; after every kill the data dir's head only moves forward, every block up to
-//! it is the reference block, and reopening it re-executes the blocks after the flushed
-//! state to exactly the state roots their headers claim; a final run completes the chain
+//! it is the reference block, and reopening it rebuilds the state of the blocks after the
+//! flushed state to exactly the state roots their headers claim; a final run completes the chain
 //! with the reference head and state. The chain is long enough that the state layers
 //! flush to disk during the run. And a disk that fills up mid-import stops it with a clear
 //! error, losing no stored block.

@@ -38,3 +38,8 @@ fn transaction_corpus_holds() {
 fn stored_receipts_corpus_holds() {
     assert!(replay("stored_receipts", checks::stored_receipts) > 0);
 }
+
+#[test]
+fn stored_diff_corpus_holds() {
+    assert!(replay("stored_diff", checks::stored_diff) > 0);
+}

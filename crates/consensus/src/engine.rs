@@ -61,6 +61,11 @@ const JOURNAL_CACHE_PAGES: NonZeroUsize = NZUsize!(512);
 /// catching up gets them as a run its import pipeline overlaps (decode and verify of one
 /// block beside the execution and commit of the one before).
 const MAX_PENDING_ACKS: NonZeroUsize = NZUsize!(16);
+/// Views below the finalized tip simplex keeps in memory and in its journal, for votes
+/// that arrive late. A restarting validator replays every kept view into marshal, one
+/// synced archive write each, before it takes part again; nothing reads those views once
+/// their block is final (the chain syncs through marshal's finalizations).
+const SIMPLEX_VIEW_RETENTION: ViewDelta = ViewDelta::new(2);
 
 /// One validator's keys, network and storage.
 pub struct ValidatorConfig {
@@ -249,7 +254,7 @@ where
                 leader_timeout: config.leader_timeout,
                 certification_timeout,
                 timeout_retry: TIMEOUT_RETRY,
-                view_retention: ViewDelta::new(10),
+                view_retention: SIMPLEX_VIEW_RETENTION,
                 // A validator that is down would cost every view it leads a full leader
                 // timeout. Once it has been silent for longer than the certification
                 // timeout and the retry interval (the engine requires both), the views it

@@ -18,6 +18,7 @@ use std::{
 };
 
 use alloy_primitives::{Address, B256};
+use rayon::prelude::*;
 use stave_codec::{decode_block, decode_block_serial, encode_block_parts, encode_transactions};
 use stave_exec::StateReader;
 use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor};
@@ -27,9 +28,10 @@ use stave_primitives::{
 };
 use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, Prefetcher, SpeculativeLayer, StateLayers};
 use stave_storage::{
-    KvStore, Table,
+    KvStore, StorageError, Table,
     commit::{
-        BlockToCommit, Committed, TxPositions, commit_block, flushed_height, head, header, senders,
+        BlockState, BlockToCommit, Committed, TxPositions, commit_block, flushed_height, head,
+        header, senders, stored_diff,
     },
 };
 use stave_verify::{SenderCache, Verifier, VerifyError, verify_serial};
@@ -108,14 +110,15 @@ pub struct PreparedBlock {
 }
 
 impl PreparedBlock {
-    /// The commit stage's view of it: the block data; its state goes to the state layers.
+    /// The commit stage's view of it: the block data, and its state journaled for the
+    /// state layers that hold it until they flush.
     pub fn input(&self) -> BlockToCommit<'_> {
         BlockToCommit {
             block: &self.block,
             body: &self.body,
             receipts: &self.receipts,
             senders: &self.senders,
-            diff: None,
+            state: BlockState::Journaled(&self.diff),
         }
     }
 }
@@ -241,6 +244,54 @@ pub struct Chain<'s> {
     cache: Option<Arc<SenderCache>>,
     executor: ParallelExecutor,
     layers: Arc<StateLayers<'s>>,
+    replayed: Replayed,
+}
+
+/// How opening a chain rebuilt the state layers of its blocks after the flushed state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Replayed {
+    /// Blocks whose journaled state diff was read back and matched their state root.
+    pub journaled: u64,
+    /// Blocks executed again (no usable journaled diff).
+    pub executed: u64,
+}
+
+/// A stored block with the state changes it made.
+struct JournaledBlock {
+    block: SealedBlock,
+    diff: StateDiff,
+}
+
+impl JournaledBlock {
+    /// Block `number` with its journaled diff, if it has one that decodes and gives the
+    /// state root its header claims.
+    fn read(store: &dyn KvStore, number: u64) -> Result<Option<Self>, ImportError> {
+        let diff = match stored_diff(store, number) {
+            Ok(Some(diff)) => diff,
+            Ok(None) => return Ok(None),
+            Err(error @ StorageError::Corrupt { .. }) => {
+                tracing::warn!(number, %error, "executing the block again");
+                return Ok(None);
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let block = stored_block(store, number)?;
+        let parent = header(store, number - 1)?.ok_or(ImportError::NoGenesis)?;
+        if state_root(parent.state_root, &diff) != block.header().state_root {
+            tracing::warn!(
+                number,
+                "journaled state diff does not give the block's state root; executing the block again"
+            );
+            return Ok(None);
+        }
+        Ok(Some(Self { block, diff }))
+    }
+}
+
+/// Stored block `number`, decoded.
+fn stored_block(store: &dyn KvStore, number: u64) -> Result<SealedBlock, ImportError> {
+    let bytes = encoded_block(store, number)?.ok_or(ImportError::NoGenesis)?;
+    Ok(decode_block(&bytes)?)
 }
 
 /// What [`Chain::import`] did.
@@ -304,7 +355,7 @@ impl<'s> Chain<'s> {
             body: &body,
             receipts: &[],
             senders: &[],
-            diff: Some(&diff),
+            state: BlockState::Applied(&diff),
         };
         commit_block(store, &input, true)?;
         let (head_number, _) = head(store)?.ok_or(ImportError::NoGenesis)?;
@@ -326,46 +377,84 @@ impl<'s> Chain<'s> {
                 flushed,
                 DEFAULT_CLEAN_CACHE_ENTRIES,
             )),
+            replayed: Replayed::default(),
         };
         chain.replay(flushed, head_number)?;
         Ok(chain)
     }
 
-    /// Rebuilds the state layers of the blocks after the flushed height by re-executing
-    /// them (they are stored; their state changes were in memory when the node stopped).
+    /// Rebuilds the state layers of the blocks after the flushed height (stored; their
+    /// state changes were in memory when the node stopped). A block's journaled diff is
+    /// enough when it gives the state root its header claims; a block without one (a data
+    /// dir from before the journal, or a damaged entry) is executed again.
     fn replay(&mut self, flushed: u64, head_number: u64) -> Result<(), ImportError> {
-        if head_number > flushed {
-            tracing::info!(
-                from = flushed + 1,
-                to = head_number,
-                "re-executing blocks after the flushed state"
-            );
+        if head_number == flushed {
+            return Ok(());
         }
-        for number in flushed + 1..=head_number {
-            let bytes = self.encoded_block(number)?.ok_or(ImportError::NoGenesis)?;
-            let block = decode_block(&bytes)?;
-            let recovered = self.stored_senders(&block)?;
-            let outcome = self.execute(
-                &self.layers.latest(),
-                block.header(),
-                &recovered,
-                Mode::Validate,
-                ExecuteOn::AllThreads,
-            )?;
-            let parent = header(self.store, number - 1)?.ok_or(ImportError::NoGenesis)?;
-            let root = state_root(parent.state_root, &outcome.diff);
-            if root != block.header().state_root {
-                return Err(ImportError::HeaderMismatch {
-                    number,
-                    field: "state_root",
-                    claimed: block.header().state_root.to_string(),
-                    computed: root.to_string(),
-                });
-            }
+        let clock = Instant::now();
+        // Journaled blocks need no state to be read and checked: all of them at once.
+        let store = self.store;
+        let journaled: Vec<Option<JournaledBlock>> = (flushed + 1..=head_number)
+            .into_par_iter()
+            .map(|number| JournaledBlock::read(store, number))
+            .collect::<Result<_, _>>()?;
+        for (number, journaled) in (flushed + 1..).zip(journaled) {
+            let JournaledBlock { block, diff } = match journaled {
+                Some(journaled) => {
+                    self.replayed.journaled += 1;
+                    journaled
+                }
+                None => {
+                    self.replayed.executed += 1;
+                    self.execute_stored(number)?
+                }
+            };
             self.layers
-                .push(number, block.hash(), outcome.diff, TxPositions::of(&block))?;
+                .push(number, block.hash(), diff, TxPositions::of(&block))?;
         }
+        tracing::info!(
+            from = flushed + 1,
+            to = head_number,
+            journaled = self.replayed.journaled,
+            executed = self.replayed.executed,
+            elapsed_ms = clock.elapsed().as_millis() as u64,
+            "rebuilt the state layers of the blocks after the flushed state"
+        );
         Ok(())
+    }
+
+    /// Executes stored block `number` again on the layers below it, and checks the state
+    /// root its header claims.
+    fn execute_stored(&mut self, number: u64) -> Result<JournaledBlock, ImportError> {
+        let block = stored_block(self.store, number)?;
+        let recovered = self.stored_senders(&block)?;
+        let outcome = self.execute(
+            &self.layers.latest(),
+            block.header(),
+            &recovered,
+            Mode::Validate,
+            ExecuteOn::AllThreads,
+        )?;
+        let parent = header(self.store, number - 1)?.ok_or(ImportError::NoGenesis)?;
+        let root = state_root(parent.state_root, &outcome.diff);
+        if root != block.header().state_root {
+            return Err(ImportError::HeaderMismatch {
+                number,
+                field: "state_root",
+                claimed: block.header().state_root.to_string(),
+                computed: root.to_string(),
+            });
+        }
+        Ok(JournaledBlock {
+            block,
+            diff: outcome.diff,
+        })
+    }
+
+    /// How the last [`Chain::open`] rebuilt the state layers of the blocks after the
+    /// flushed state.
+    pub fn replayed(&self) -> Replayed {
+        self.replayed
     }
 
     /// A stored block's transactions with the senders recorded when it was imported;
@@ -599,12 +688,13 @@ impl<'s> Chain<'s> {
         block: SpeculativeBlock,
     ) -> Result<(PreparedBlock, Vec<RecoveredTx>), ImportError> {
         let SpeculativeBlock {
-            prepared,
+            mut prepared,
             recovered,
             layer,
         } = block;
+        prepared.diff = layer.into_diff();
         let (committed, _) = stage("commit", prepared.block.number(), || {
-            self.commit_parts(&prepared.input(), layer.into_diff(), Flush::Later)
+            self.commit_parts(&mut prepared, Flush::Later)
         });
         committed.map(|_| (prepared, recovered))
     }
@@ -614,9 +704,8 @@ impl<'s> Chain<'s> {
     /// on another thread while the next block is prepared and committed.
     pub fn commit(&self, prepared: &mut PreparedBlock) -> Result<Committed, ImportError> {
         let number = prepared.block.number();
-        let diff = std::mem::take(&mut prepared.diff);
         let (committed, _) = stage("commit", number, || {
-            self.commit_parts(&prepared.input(), diff, Flush::Later)
+            self.commit_parts(prepared, Flush::Later)
         });
         committed
     }
@@ -635,21 +724,22 @@ impl<'s> Chain<'s> {
         Ok(())
     }
 
-    /// Writes the block, then adds its state to the layers and flushes the oldest ones if
-    /// enough piled up. A block already stored changes nothing.
+    /// Writes the block with its state journaled, then moves its state diff into the
+    /// layers and flushes the oldest ones if enough piled up. A block already stored
+    /// changes nothing.
     fn commit_parts(
         &self,
-        input: &BlockToCommit<'_>,
-        diff: StateDiff,
+        prepared: &mut PreparedBlock,
         flush: Flush,
     ) -> Result<Committed, ImportError> {
-        let committed = commit_block(self.store, input, self.parallel())?;
+        let committed = commit_block(self.store, &prepared.input(), self.parallel())?;
         if committed == Committed::New {
+            let block = &prepared.block;
             self.layers.push(
-                input.block.number(),
-                input.block.hash(),
-                diff,
-                TxPositions::of(input.block),
+                block.number(),
+                block.hash(),
+                std::mem::take(&mut prepared.diff),
+                TxPositions::of(block),
             )?;
             if flush == Flush::Now {
                 self.layers.flush(self.parallel())?;
@@ -977,27 +1067,27 @@ impl<'s> Chain<'s> {
 
         let (committed, elapsed) = stage("commit", number, || {
             // Decoding accepted only the canonical encoding, so this is the body as received.
-            let body = encode_transactions(block.transactions())?;
-            let senders: Vec<Address> = recovered.iter().map(|tx| tx.sender).collect();
-            let input = BlockToCommit {
-                block: &block,
-                body: &body,
-                receipts: &outcome.receipts,
-                senders: &senders,
-                diff: None,
+            let mut prepared = PreparedBlock {
+                body: encode_transactions(block.transactions())?,
+                block,
+                receipts: outcome.receipts,
+                senders: recovered.iter().map(|tx| tx.sender).collect(),
+                diff: outcome.diff,
             };
-            self.commit_parts(&input, outcome.diff, flush)
+            let committed = self.commit_parts(&mut prepared, flush)?;
+            Ok::<_, ImportError>((committed, prepared))
         });
+        let (committed, prepared) = committed?;
         times.commit = elapsed;
         Ok(Imported {
             number,
-            hash: block.hash(),
-            new: committed? == Committed::New,
+            hash: prepared.block.hash(),
+            new: committed == Committed::New,
             times,
             recoveries,
-            block,
+            block: prepared.block,
             recovered,
-            receipts: outcome.receipts,
+            receipts: prepared.receipts,
         })
     }
 }

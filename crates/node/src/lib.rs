@@ -13,8 +13,8 @@ mod error;
 mod producer;
 
 pub use chain::{
-    Chain, Imported, Incoming, Parallelism, PreparedBlock, STAGE_SECONDS, SpeculativeBlock,
-    StageTimes, encoded_block, genesis,
+    Chain, Imported, Incoming, Parallelism, PreparedBlock, Replayed, STAGE_SECONDS,
+    SpeculativeBlock, StageTimes, encoded_block, genesis,
 };
 pub use error::ImportError;
 pub use producer::{BlockProducer, ChainView, Produced, ViewError};

@@ -3,9 +3,15 @@
 
 use alloy_consensus::TypedTransaction;
 use stave_exec::StateReader;
-use stave_node::{Chain, ImportError, Incoming, Parallelism};
-use stave_primitives::{Address, ChainSpec, RecoveredTx, SignedTx, U256, dev::dev_account};
-use stave_sdk::{LocalSigner, TxBuilder, WorkloadKind, signed_workload, workload_genesis};
+use stave_node::{Chain, ImportError, Incoming, Parallelism, Replayed};
+use stave_primitives::{
+    Address, ChainSpec, RecoveredTx, SignedTx, StateDiff, U256, dev::dev_account,
+    encode_stored_diff,
+};
+use stave_sdk::{
+    LocalSigner, TxBuilder, WorkloadKind, contracts::stave_token_balance_slot, signed_workload,
+    workload_genesis,
+};
 use stave_storage::{
     KvStore, LmdbStore, Table, WriteBatch,
     commit::{head, senders},
@@ -118,6 +124,10 @@ fn blocks_built_on_one_node_import_on_another_to_the_same_state() {
 #[test]
 fn a_restart_re_executes_stored_blocks_with_the_senders_recorded_at_import() {
     let (spec, _a, store, blocks) = produced();
+    // Without its journaled state diff, block 2 is executed again on reopening.
+    let mut batch = WriteBatch::new();
+    batch.delete(Table::StateDiffs, 2u64.to_be_bytes());
+    store.write(batch).expect("writes");
     let imported: Vec<Address> = stave_codec::decode_block(&blocks[1])
         .expect("decodes")
         .transactions()
@@ -154,6 +164,68 @@ fn a_restart_re_executes_stored_blocks_with_the_senders_recorded_at_import() {
     assert_eq!(chain.head().expect("head").0, 3);
     rewrite(Some(imported));
     Chain::open(&store, &spec, 2).expect("reopens");
+}
+
+#[test]
+fn a_restart_rebuilds_state_from_the_journal_and_executes_blocks_without_a_usable_one() {
+    let (_b, store_b) = store();
+    let (spec, _a, store, blocks) = produced();
+    let mut reference = Chain::open(&store_b, &spec, 2).expect("opens");
+    for block in &blocks {
+        reference.import(block).expect("imports");
+    }
+    let addresses: Vec<Address> = (0..40)
+        .map(|i| dev_account(i).address)
+        .chain([TOKEN, Address::repeat_byte(7), Address::repeat_byte(9)])
+        .collect();
+    let same_state = |chain: &Chain<'_>| {
+        let (ours, theirs) = (chain.layers(), reference.layers());
+        let (ours, theirs) = (ours.latest(), theirs.latest());
+        for address in &addresses {
+            assert_eq!(
+                ours.account(*address).expect("reads"),
+                theirs.account(*address).expect("reads"),
+                "{address}"
+            );
+        }
+        for holder in [dev_account(0).address, Address::repeat_byte(7)] {
+            let slot = U256::from_be_bytes(stave_token_balance_slot(holder).0);
+            let balance = ours.storage(TOKEN, slot).expect("reads");
+            assert_eq!(balance, theirs.storage(TOKEN, slot).expect("reads"));
+            assert!(!balance.is_zero(), "{holder} holds tokens");
+        }
+    };
+    let reopened = Chain::open(&store, &spec, 2).expect("reopens");
+    assert_eq!(
+        reopened.replayed(),
+        Replayed {
+            journaled: 3,
+            executed: 0
+        }
+    );
+    same_state(&reopened);
+    drop(reopened);
+
+    // Garbage, a well-formed diff that is not the block's, and none at all: each of those
+    // blocks is executed again, to the same state.
+    let mut batch = WriteBatch::new();
+    batch.put(Table::StateDiffs, 1u64.to_be_bytes(), vec![0xff; 7]);
+    batch.put(
+        Table::StateDiffs,
+        2u64.to_be_bytes(),
+        encode_stored_diff(&StateDiff::default()),
+    );
+    batch.delete(Table::StateDiffs, 3u64.to_be_bytes());
+    store.write(batch).expect("writes");
+    let reopened = Chain::open(&store, &spec, 2).expect("reopens");
+    assert_eq!(
+        reopened.replayed(),
+        Replayed {
+            journaled: 0,
+            executed: 3
+        }
+    );
+    same_state(&reopened);
 }
 
 #[test]

@@ -21,6 +21,7 @@ mod header;
 mod merkle;
 mod receipt;
 mod state;
+mod stored_diff;
 mod transaction;
 
 pub use alloy_primitives::{Address, B256, Bytes, Signature, U256, keccak256};
@@ -30,6 +31,7 @@ pub use header::{Block, Header, SealedBlock, SealedHeader};
 pub use merkle::{ITEMS_PER_LEAF, chunked_root, merkle_root};
 pub use receipt::{Receipt, decode_stored_receipts, encode_stored_receipts, receipts_root};
 pub use state::{AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, StateDiff, state_root};
+pub use stored_diff::{StoredDiffError, decode_stored_diff, encode_stored_diff};
 pub use transaction::{
     IntrinsicGas, MAX_INITCODE_SIZE, MAX_TX_SIZE, RecoveredTx, SignedTx, TxSummary,
     decode_and_validate,

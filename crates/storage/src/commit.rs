@@ -17,14 +17,16 @@
 //! - `Accounts`: address → nonce (u64) ‖ balance (32) ‖ code hash (32);
 //! - `Storage`: address ‖ slot (32) → value (32), absent when zero;
 //! - `Code`: code hash → code; `Meta`: `head` → number ‖ hash, `flushed` → the number of
-//!   the block the stored state is at (≤ head: the state layers hold the rest in memory).
+//!   the block the stored state is at (≤ head: the state layers hold the rest in memory);
+//! - `StateDiffs`: number → the state changes of a block after the flushed height
+//!   ([`encode_stored_diff`]), deleted when its state is flushed.
 
 use alloy_primitives::{Address, B256, Bloom, U256};
 use alloy_rlp::Decodable;
 use rayon::prelude::*;
 use stave_primitives::{
-    AccountDiff, AccountState, Header, Receipt, SealedBlock, StateDiff, decode_stored_receipts,
-    encode_stored_receipts,
+    AccountDiff, AccountState, Header, Receipt, SealedBlock, StateDiff, decode_stored_diff,
+    decode_stored_receipts, encode_stored_diff, encode_stored_receipts,
 };
 
 use crate::{
@@ -52,9 +54,19 @@ pub struct BlockToCommit<'a> {
     pub receipts: &'a [Receipt],
     /// One sender per transaction, as the verify stage recovered them.
     pub senders: &'a [Address],
-    /// Its state changes, written with the block (and its `TxIndex` entries); `None` when
-    /// the state layers keep both in memory and flush them later ([`flush_state`]).
-    pub diff: Option<&'a StateDiff>,
+    /// Its state changes and how they are written.
+    pub state: BlockState<'a>,
+}
+
+/// How the commit stage writes a block's state changes.
+#[derive(Debug, Clone, Copy)]
+pub enum BlockState<'a> {
+    /// Applied to the state tables with the block, with its `TxIndex` entries: the
+    /// flushed height moves to it (the genesis block).
+    Applied(&'a StateDiff),
+    /// Held by the state layers in memory until [`flush_state`] applies it, and journaled
+    /// in `StateDiffs` so that a restart rebuilds the layer without executing the block.
+    Journaled(&'a StateDiff),
 }
 
 /// What committing did.
@@ -145,6 +157,13 @@ pub fn senders(store: &dyn KvStore, number: u64) -> Result<Option<Vec<Address>>,
         let (senders, rest) = bytes.as_chunks::<20>();
         rest.is_empty()
             .then(|| senders.iter().copied().map(Address::from).collect())
+    })
+}
+
+/// The state changes journaled for block `number`, if its state is not flushed yet.
+pub fn stored_diff(store: &dyn KvStore, number: u64) -> Result<Option<StateDiff>, StorageError> {
+    read(store, Table::StateDiffs, &number.to_be_bytes(), |bytes| {
+        decode_stored_diff(bytes).ok()
     })
 }
 
@@ -303,7 +322,8 @@ fn tx_index_ops(blocks: &[(u64, &TxPositions)], parallel: bool) -> Vec<Op> {
 
 /// Applies the state changes of consecutive blocks (oldest first), ending at block
 /// `height`, to the stored state in one transaction, with the `TxIndex` entries of the
-/// same blocks (`txs`: number and positions), and records `height` as flushed.
+/// same blocks (`txs`: number and positions), drops their journaled diffs, and records
+/// `height` as flushed.
 pub fn flush_state(
     store: &dyn KvStore,
     diffs: &[&StateDiff],
@@ -316,6 +336,9 @@ pub fn flush_state(
         batch.extend(state_ops(diff, parallel));
     }
     batch.extend(tx_index_ops(txs, parallel));
+    for (number, _) in txs {
+        batch.delete(Table::StateDiffs, number.to_be_bytes());
+    }
     batch.put(Table::Meta, FLUSHED_KEY, height.to_be_bytes());
     store.write(batch)
 }
@@ -327,17 +350,20 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
     let number = block.number().to_be_bytes();
     let hash = block.hash();
     let receipts = || encode_stored_receipts(input.receipts);
-    // The state and the transaction index go together: both are at the flushed height.
-    let state = || {
-        input
-            .diff
-            .map(|diff| {
-                let mut ops = state_ops(diff, parallel);
-                let positions = TxPositions::of(block);
-                ops.extend(tx_index_ops(&[(block.number(), &positions)], parallel));
-                ops
-            })
-            .unwrap_or_default()
+    // An applied state goes with the transaction index: both are at the flushed height.
+    let state = || match input.state {
+        BlockState::Applied(diff) => {
+            let mut ops = state_ops(diff, parallel);
+            let positions = TxPositions::of(block);
+            ops.extend(tx_index_ops(&[(block.number(), &positions)], parallel));
+            ops.push(Op::Put(Table::Meta, FLUSHED_KEY.to_vec(), number.to_vec()));
+            ops
+        }
+        BlockState::Journaled(diff) => vec![Op::Put(
+            Table::StateDiffs,
+            number.to_vec(),
+            encode_stored_diff(diff),
+        )],
     };
     let (receipts, state) = if parallel {
         rayon::join(receipts, state)
@@ -356,9 +382,6 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
     batch.put(Table::Blooms, number, bloom.to_vec());
     batch.put(Table::Senders, number, input.senders.concat());
     batch.extend(state);
-    if input.diff.is_some() {
-        batch.put(Table::Meta, FLUSHED_KEY, number);
-    }
     let mut head = number.to_vec();
     head.extend_from_slice(hash.as_slice());
     batch.put(Table::Meta, HEAD_KEY, head);

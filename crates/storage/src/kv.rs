@@ -30,11 +30,14 @@ pub enum Table {
     Code,
     /// Named values: head, flushed state height.
     Meta,
+    /// Block number → the block's state changes, for the blocks after the flushed height:
+    /// a restart rebuilds their state layers from these instead of executing them again.
+    StateDiffs,
 }
 
 impl Table {
     /// Every table, in a fixed order (the order of the LMDB databases).
-    pub const ALL: [Table; 11] = [
+    pub const ALL: [Table; 12] = [
         Table::Headers,
         Table::BlockNumbers,
         Table::Bodies,
@@ -46,6 +49,7 @@ impl Table {
         Table::Storage,
         Table::Code,
         Table::Meta,
+        Table::StateDiffs,
     ];
 
     /// The table's name in the data dir.
@@ -62,6 +66,7 @@ impl Table {
             Table::Storage => "storage",
             Table::Code => "code",
             Table::Meta => "meta",
+            Table::StateDiffs => "state_diffs",
         }
     }
 

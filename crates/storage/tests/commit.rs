@@ -13,9 +13,9 @@ use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
 use stave_storage::{
     KvStore, LmdbStore, StorageError,
     commit::{
-        BlockToCommit, Committed, TxPositions, account, block_number, commit_block,
+        BlockState, BlockToCommit, Committed, TxPositions, account, block_number, commit_block,
         encode_block_batch, flush_state, flushed_height, head, header, logs_bloom, receipts,
-        senders, storage, tx_location,
+        senders, storage, stored_diff, tx_location,
     },
 };
 
@@ -36,7 +36,7 @@ impl Fixture {
             body: &self.body,
             receipts: &self.receipts,
             senders: &self.senders,
-            diff: Some(&self.diff),
+            state: BlockState::Applied(&self.diff),
         }
     }
 }
@@ -186,6 +186,14 @@ fn serial_and_parallel_encodings_are_identical() {
         encode_block_batch(&one.input(), true),
         encode_block_batch(&one.input(), false)
     );
+    let journaled = BlockToCommit {
+        state: BlockState::Journaled(&one.diff),
+        ..one.input()
+    };
+    assert_eq!(
+        encode_block_batch(&journaled, true),
+        encode_block_batch(&journaled, false)
+    );
 }
 
 #[test]
@@ -277,20 +285,24 @@ fn a_cleared_account_loses_its_old_storage() {
 }
 
 #[test]
-fn state_can_be_left_to_a_later_flush() {
+fn state_can_be_journaled_for_a_later_flush() {
     let (_dir, store) = open();
     let genesis = genesis();
     commit_block(&store, &genesis.input(), true).expect("commits");
     assert_eq!(flushed_height(&store).expect("reads"), Some(0));
     let one = block_one(genesis.block.hash(), 5);
     let input = BlockToCommit {
-        diff: None,
+        state: BlockState::Journaled(&one.diff),
         ..one.input()
     };
     commit_block(&store, &input, true).expect("commits");
-    // The block is the head, its state is not stored yet.
+    // The block is the head, its state is not applied yet but journaled.
     assert_eq!(head(&store).expect("reads"), Some((1, one.block.hash())));
     assert_eq!(flushed_height(&store).expect("reads"), Some(0));
+    assert_eq!(
+        stored_diff(&store, 1).expect("reads").as_ref(),
+        Some(&one.diff)
+    );
     let (address, change) = one.diff.accounts.iter().next().expect("a change");
     assert_ne!(account(&store, *address).expect("reads"), change.info);
     // Its transactions are indexed with its state, not before.
@@ -299,6 +311,11 @@ fn state_can_be_left_to_a_later_flush() {
     let positions = TxPositions::of(&one.block);
     flush_state(&store, &[&one.diff], &[(1, &positions)], 1, true).expect("flushes");
     assert_eq!(flushed_height(&store).expect("reads"), Some(1));
+    assert_eq!(
+        stored_diff(&store, 1).expect("reads"),
+        None,
+        "the journal is dropped"
+    );
     for (address, change) in &one.diff.accounts {
         assert_eq!(account(&store, *address).expect("reads"), change.info);
     }

@@ -6,7 +6,7 @@ use stave_node::Chain;
 use stave_sdk::{TxBuilder, signed_workload};
 use stave_storage::{
     KvStore, LmdbStore,
-    commit::{BlockToCommit, encode_block_batch},
+    commit::{BlockState, BlockToCommit, encode_block_batch},
 };
 use stave_verify::verify_serial;
 
@@ -39,7 +39,7 @@ pub fn run(args: StageArgs) -> anyhow::Result<()> {
     // Everything a block ever writes: its data at commit and its state when its layer is
     // flushed (batched with others in the node; here alone, as the serial path wrote it).
     let input = BlockToCommit {
-        diff: Some(&prepared.diff),
+        state: BlockState::Applied(&prepared.diff),
         ..prepared.input()
     };
     anyhow::ensure!(encode_block_batch(&input, true) == encode_block_batch(&input, false));
