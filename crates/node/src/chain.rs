@@ -276,8 +276,7 @@ impl JournaledBlock {
             Err(error) => return Err(error.into()),
         };
         let block = stored_block(store, number)?;
-        let parent = header(store, number - 1)?.ok_or(ImportError::NoGenesis)?;
-        if state_root(parent.state_root, &diff) != block.header().state_root {
+        if state_root_after(store, number, &diff)? != block.header().state_root {
             tracing::warn!(
                 number,
                 "journaled state diff does not give the block's state root; executing the block again"
@@ -286,6 +285,17 @@ impl JournaledBlock {
         }
         Ok(Some(Self { block, diff }))
     }
+}
+
+/// The state root stored block `number` has when its changes are `diff`: its parent's
+/// root hashed with `diff`.
+fn state_root_after(
+    store: &dyn KvStore,
+    number: u64,
+    diff: &StateDiff,
+) -> Result<B256, ImportError> {
+    let parent = header(store, number - 1)?.ok_or(ImportError::NoGenesis)?;
+    Ok(state_root(parent.state_root, diff))
 }
 
 /// Stored block `number`, decoded.
@@ -435,8 +445,7 @@ impl<'s> Chain<'s> {
             Mode::Validate,
             ExecuteOn::AllThreads,
         )?;
-        let parent = header(self.store, number - 1)?.ok_or(ImportError::NoGenesis)?;
-        let root = state_root(parent.state_root, &outcome.diff);
+        let root = state_root_after(self.store, number, &outcome.diff)?;
         if root != block.header().state_root {
             return Err(ImportError::HeaderMismatch {
                 number,
