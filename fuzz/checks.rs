@@ -2,7 +2,9 @@
 //! which replays the checked-in corpus under `cargo test`: hostile bytes give a typed
 //! error, or they decode to something whose canonical encoding is exactly the input.
 
-use stave_codec::{decode_block, decode_transactions, encode_block, encode_transactions};
+use stave_codec::{
+    decode_block, decode_transactions, encode_block, encode_transactions, split_block,
+};
 use stave_primitives::{
     SignedTx, decode_and_validate, decode_stored_diff, decode_stored_receipts, encode_stored_diff,
     encode_stored_receipts,
@@ -16,10 +18,18 @@ pub fn indexed_list(data: &[u8]) {
     }
 }
 
-/// The block decoder: the hash must be the header's, the encoding the input.
+/// The block decoder: the hash must be the header's, the encoding the input; splitting
+/// the block (its header without its transactions) accepts whatever decoding does, with
+/// the same header and hash.
 pub fn block(data: &[u8]) {
+    let split = split_block(data);
     if let Ok(sealed) = decode_block(data) {
         assert_eq!(sealed.hash(), sealed.header().hash_slow());
+        let parts = split.expect("a block that decodes splits");
+        assert_eq!(
+            (&parts.header, parts.hash),
+            (sealed.header(), sealed.hash())
+        );
         let again = encode_block(&sealed.unseal()).expect("a decoded block re-encodes");
         assert_eq!(again, data, "decoding accepted a non-canonical block");
     }

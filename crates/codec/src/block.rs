@@ -48,10 +48,21 @@ pub fn decode_block_serial(bytes: &[u8]) -> Result<SealedBlock, CodecError> {
     decode_block_with(bytes, decode_transactions_serial)
 }
 
-fn decode_block_with(
-    bytes: &[u8],
-    decode_list: fn(&[u8]) -> Result<Vec<SignedTx>, CodecError>,
-) -> Result<SealedBlock, CodecError> {
+/// A block's header, its hash and its body's bytes, before any transaction is decoded.
+#[derive(Debug, Clone)]
+pub struct BlockParts<'a> {
+    /// The header.
+    pub header: Header,
+    /// keccak-256 of the header bytes as received (checked to be canonical).
+    pub hash: B256,
+    /// The offset-indexed transaction list, not yet checked against the header.
+    pub body: &'a [u8],
+}
+
+/// Splits a block's wire form into its header (decoded and hashed) and its body's bytes,
+/// without decoding the transactions: enough to tell which block the bytes claim to be,
+/// not that the body is its own ([`decode_block`] checks that).
+pub fn split_block(bytes: &[u8]) -> Result<BlockParts<'_>, CodecError> {
     let mut buf = bytes;
     let outer = alloy_rlp::Header::decode(&mut buf)?;
     if !outer.list {
@@ -78,6 +89,18 @@ fn decode_block_with(
             got: outer.payload_length - buf.len(),
         }));
     }
+    Ok(BlockParts {
+        hash: keccak256(header_bytes),
+        header,
+        body,
+    })
+}
+
+fn decode_block_with(
+    bytes: &[u8],
+    decode_list: fn(&[u8]) -> Result<Vec<SignedTx>, CodecError>,
+) -> Result<SealedBlock, CodecError> {
+    let BlockParts { header, hash, body } = split_block(bytes)?;
     let transactions = decode_list(body)?;
     let hashes: Vec<B256> = transactions.iter().map(SignedTx::hash).collect();
     let transactions_root = merkle_root(&hashes);
@@ -87,6 +110,5 @@ fn decode_block_with(
             computed: transactions_root,
         });
     }
-    let hash = keccak256(header_bytes);
     Ok(SealedBlock::new_unchecked(header, hash, transactions))
 }

@@ -7,7 +7,7 @@ use alloy_primitives::{Address, B256, Bytes};
 use proptest::prelude::*;
 use stave_codec::{
     CodecError, IndexedList, decode_block, decode_block_serial, decode_transactions,
-    decode_transactions_serial, encode_block, encode_transactions,
+    decode_transactions_serial, encode_block, encode_transactions, split_block,
 };
 use stave_primitives::{Block, Header, SignedTx, decode_and_validate};
 use support::mixed_tx;
@@ -138,6 +138,33 @@ fn block_decoding_checks_the_transactions_root() {
         decode_block(&bytes),
         Err(CodecError::TransactionsRootMismatch { .. })
     ));
+}
+
+#[test]
+fn splitting_a_block_gives_its_header_hash_and_body_without_checking_the_body() {
+    let block = block_of(txs(3, 1));
+    let bytes = encode_block(&block).expect("encodes");
+    let parts = split_block(&bytes).expect("splits");
+    let sealed = decode_block(&bytes).expect("decodes");
+    assert_eq!(
+        (&parts.header, parts.hash),
+        (sealed.header(), sealed.hash())
+    );
+    assert_eq!(IndexedList::parse(parts.body).expect("a list").len(), 3);
+    // A body the header does not commit to: splitting names the block all the same, only
+    // decoding refuses it.
+    let mut forged = block_of(txs(3, 1));
+    forged.header.transactions_root = B256::repeat_byte(0xee);
+    let forged = encode_block(&forged).expect("encodes");
+    assert!(split_block(&forged).is_ok());
+    assert!(decode_block(&forged).is_err());
+    // Framing errors are the decoder's.
+    let mut trailing = bytes.clone();
+    trailing.push(0);
+    assert_eq!(
+        split_block(&trailing).unwrap_err(),
+        CodecError::TrailingBlockBytes(1)
+    );
 }
 
 #[test]

@@ -15,14 +15,15 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc,
+        Arc, OnceLock,
         atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc,
     },
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use alloy_primitives::{Address, B256};
+use bytes::Bytes;
 use commonware_actor::Feedback;
 use commonware_consensus::{
     Application, Heightable, Reporter,
@@ -33,10 +34,11 @@ use commonware_cryptography::{Digested, Digestible, ed25519::PublicKey, sha256::
 use commonware_runtime::Clock;
 use commonware_utils::{Acknowledgement, acknowledgement::Exact};
 use futures::{StreamExt, channel::oneshot};
+use stave_net::BlockSenders;
 use stave_node::{BlockProducer, ImportError, Incoming, Produced, SpeculativeBlock};
 use stave_txpool::TxPool;
 
-use crate::{block::ConsensusBlock, senders::SenderSource};
+use crate::{block::ConsensusBlock, catch_up::CatchUpSource};
 
 /// What the engine asks of the chain.
 pub enum Request {
@@ -90,6 +92,15 @@ const POOL_POLL: Duration = Duration::from_millis(10);
 /// How far ahead of this node's clock a proposal's timestamp may be, in seconds (clocks
 /// of validators drift; go-ethereum allows the same).
 const MAX_CLOCK_DRIFT: u64 = 15;
+/// How long a starting chain actor keeps asking for f + 1 answers from the other
+/// validators before it leaves catching up to the engine. Without them the engine cannot
+/// finalize anything either (2f + 1 votes, its own included, need f + 1 others).
+const CATCH_UP_WAIT: Duration = Duration::from_secs(10);
+/// How soon it asks again when too few answered (peers still connecting).
+const CATCH_UP_RETRY: Duration = Duration::from_millis(50);
+/// Rounds in a row in which vouched blocks never arrived after which a chain actor
+/// leaves them to marshal.
+const FRUITLESS_ROUNDS: u32 = 3;
 
 impl StaveApp {
     /// Keeps `flag` set while the finalized tip marshal reports is more than
@@ -230,7 +241,13 @@ pub struct ChainActor<'s, F> {
     head: Arc<AtomicU64>,
     requests: mpsc::Receiver<Request>,
     on_commit: F,
-    sender_source: Option<Box<dyn SenderSource>>,
+    catch_up: Option<CatchUp>,
+}
+
+/// Where a chain actor catches up from, and the flag it keeps set meanwhile.
+struct CatchUp {
+    source: Box<dyn CatchUpSource>,
+    catching_up: Arc<AtomicBool>,
 }
 
 /// A chain actor over `producer` (whose txpool is `pool`) and the engine's handle on it.
@@ -252,7 +269,7 @@ pub fn chain_actor<'s, F: FnMut(&Produced)>(
             head: head.clone(),
             requests,
             on_commit,
-            sender_source: None,
+            catch_up: None,
         },
         StaveApp {
             requests: sender,
@@ -266,10 +283,19 @@ pub fn chain_actor<'s, F: FnMut(&Produced)>(
 }
 
 impl<F: FnMut(&Produced)> ChainActor<'_, F> {
-    /// Takes the senders of finalized blocks this node never executed from `source`
-    /// where it vouches for them, rather than recovering every signature.
-    pub fn with_sender_source(mut self, source: Box<dyn SenderSource>) -> Self {
-        self.sender_source = Some(source);
+    /// Takes finalized blocks this node never executed, and their senders, from
+    /// `source` where it vouches for them, rather than waiting for marshal to deliver the
+    /// blocks and recovering every signature. `catching_up` is set while the actor
+    /// imports blocks before it answers the engine (see [`StaveApp::with_catching_up`]).
+    pub fn with_catch_up(
+        mut self,
+        source: Box<dyn CatchUpSource>,
+        catching_up: Arc<AtomicBool>,
+    ) -> Self {
+        self.catch_up = Some(CatchUp {
+            source,
+            catching_up,
+        });
         self
     }
 
@@ -278,7 +304,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
     /// stops at the first block that cannot be committed (the node must not go on
     /// without it).
     pub fn run(mut self) -> Result<(), ImportError> {
-        let mut queued = None;
+        let mut queued = self.catch_up()?;
         while let Some(request) = queued.take().or_else(|| self.requests.recv().ok()) {
             match request {
                 Request::Stop => break,
@@ -340,11 +366,94 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         self.producer.close()
     }
 
-    /// The senders of `blocks` (consecutive, oldest first) the sender source vouches for,
-    /// one entry per block; none without a source.
+    /// Before answering the engine: imports the finalized blocks above the head that the
+    /// catch-up source vouches for, round after round until it has none newer. A
+    /// restarted validator so catches up while its engine is still restoring its
+    /// journals, rather than once marshal delivers the blocks; the engine's requests wait
+    /// meanwhile (the views they are for pass without this validator, as they would).
+    /// A request that comes while too few validators answer ends the catching up (the
+    /// engine is ahead of it) and is returned, to be answered first.
+    fn catch_up(&mut self) -> Result<Option<Request>, ImportError> {
+        let Some(mut catch_up) = self.catch_up.take() else {
+            return Ok(None);
+        };
+        let started = Instant::now();
+        let mut imported = 0;
+        let mut fruitless = 0;
+        // Transactions peers gossip meanwhile are most likely in the blocks it lacks.
+        catch_up.catching_up.store(true, Ordering::Release);
+        let result = loop {
+            let (head, _) = self.producer.head()?;
+            match catch_up.source.vouched(head + 1) {
+                Some(vouched) if vouched.is_empty() => break Ok(None),
+                Some(vouched) => {
+                    let before = imported;
+                    if let Err(error) =
+                        self.import_vouched(&*catch_up.source, head + 1, &vouched, &mut imported)
+                    {
+                        break Err(error);
+                    }
+                    // Vouched for, but never delivered: leave them to marshal.
+                    fruitless = if imported == before { fruitless + 1 } else { 0 };
+                    if fruitless == FRUITLESS_ROUNDS {
+                        break Ok(None);
+                    }
+                }
+                None if started.elapsed() < CATCH_UP_WAIT => {
+                    match self.requests.recv_timeout(CATCH_UP_RETRY) {
+                        Ok(request) => break Ok(Some(request)),
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break Ok(None),
+                    }
+                }
+                None => break Ok(None),
+            }
+        };
+        catch_up.catching_up.store(false, Ordering::Release);
+        metrics::counter!("stave_caught_up_blocks_total").increment(imported as u64);
+        tracing::info!(
+            blocks = imported,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "imported the finalized blocks the other validators vouch for; joining consensus"
+        );
+        self.catch_up = Some(catch_up);
+        result
+    }
+
+    /// Imports the `vouched` blocks (consecutive from height `from`, the head's child) as
+    /// `source` fetches them: each goes into the pipeline as soon as it and the ones
+    /// before it have arrived, up to the first that could not be had. Counts them in
+    /// `imported`.
+    fn import_vouched(
+        &mut self,
+        source: &dyn CatchUpSource,
+        from: u64,
+        vouched: &[BlockSenders],
+        imported: &mut usize,
+    ) -> Result<(), ImportError> {
+        let slots: Vec<OnceLock<Option<Bytes>>> = vouched.iter().map(|_| OnceLock::new()).collect();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // However fetching ends, no slot is left for the import to wait on.
+                let _unblock = FillEmpty(&slots);
+                source.fetch(from, vouched, &slots);
+            });
+            let incoming = slots.iter().zip(vouched).map_while(|(slot, list)| {
+                let bytes = slot.wait().as_deref()?;
+                Some(Incoming {
+                    bytes,
+                    agreed_senders: Some(&list.senders),
+                })
+            });
+            self.import_final(incoming, || *imported += 1)
+        })
+    }
+
+    /// The senders of `blocks` (consecutive, oldest first) the catch-up source vouches
+    /// for, one entry per block; none without a source.
     fn agreed_senders(&mut self, blocks: &[ConsensusBlock]) -> Vec<Option<Vec<Address>>> {
-        match &mut self.sender_source {
-            Some(source) if !blocks.is_empty() => source.agreed_senders(blocks),
+        match &mut self.catch_up {
+            Some(catch_up) if !blocks.is_empty() => catch_up.source.agreed_senders(blocks),
             _ => Vec::new(),
         }
     }
@@ -449,8 +558,22 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             bytes: block.bytes(),
             agreed_senders: agreed.get(i).and_then(Option::as_deref),
         });
-        // Every block is above the head, so each is new and reaches the callback in order.
         let mut acks = acks.into_iter();
+        self.import_final(incoming, || {
+            if let Some(ack) = acks.next() {
+                ack.acknowledge();
+            }
+        })
+    }
+
+    /// Imports finalized blocks (consecutive, oldest first, all above the head) through
+    /// the whole pipeline; `each` runs once a block is committed, in order.
+    fn import_final<'b>(
+        &mut self,
+        incoming: impl IntoIterator<Item = Incoming<'b>>,
+        mut each: impl FnMut(),
+    ) -> Result<(), ImportError> {
+        // Every block is above the head, so each is new and reaches the callback in order.
         let Self {
             producer,
             speculative,
@@ -460,10 +583,19 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         } = self;
         producer.follow_stream(incoming, |produced| {
             committed(speculative, head, on_commit, &produced);
-            if let Some(ack) = acks.next() {
-                ack.acknowledge();
-            }
+            each();
         })
+    }
+}
+
+/// Fills the slots still empty with `None` when dropped.
+struct FillEmpty<'a>(&'a [OnceLock<Option<Bytes>>]);
+
+impl Drop for FillEmpty<'_> {
+    fn drop(&mut self) {
+        for slot in self.0 {
+            let _ = slot.set(None);
+        }
     }
 }
 

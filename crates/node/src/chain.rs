@@ -17,9 +17,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use alloy_primitives::{Address, B256};
+use alloy_primitives::{Address, B256, keccak256};
 use rayon::prelude::*;
-use stave_codec::{decode_block, decode_block_serial, encode_block_parts, encode_transactions};
+use stave_codec::{
+    IndexedList, decode_block, decode_block_serial, encode_block_parts, encode_transactions,
+};
 use stave_exec::StateReader;
 use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor};
 use stave_primitives::{
@@ -256,15 +258,18 @@ pub struct Replayed {
     pub executed: u64,
 }
 
-/// A stored block with the state changes it made.
+/// What a state layer needs of a stored block: its hash, where its transactions are, and
+/// the state changes it made.
 struct JournaledBlock {
-    block: SealedBlock,
+    hash: B256,
+    positions: TxPositions,
     diff: StateDiff,
 }
 
 impl JournaledBlock {
     /// Block `number` with its journaled diff, if it has one that decodes and gives the
-    /// state root its header claims.
+    /// state root its header claims. Its transactions are only hashed, not decoded: they
+    /// were checked when the block was imported.
     fn read(store: &dyn KvStore, number: u64) -> Result<Option<Self>, ImportError> {
         let diff = match stored_diff(store, number) {
             Ok(Some(diff)) => diff,
@@ -275,15 +280,23 @@ impl JournaledBlock {
             }
             Err(error) => return Err(error.into()),
         };
-        let block = stored_block(store, number)?;
-        if state_root_after(store, number, &diff)? != block.header().state_root {
+        let header = header(store, number)?.ok_or(ImportError::NoGenesis)?;
+        if state_root_after(store, number, &diff)? != header.state_root {
             tracing::warn!(
                 number,
                 "journaled state diff does not give the block's state root; executing the block again"
             );
             return Ok(None);
         }
-        Ok(Some(Self { block, diff }))
+        let body = store
+            .get(Table::Bodies, &number.to_be_bytes())?
+            .unwrap_or_default();
+        let txs = IndexedList::parse(&body)?;
+        Ok(Some(Self {
+            hash: header.hash_slow(),
+            positions: TxPositions::new(txs.iter().map(keccak256)),
+            diff,
+        }))
     }
 }
 
@@ -409,7 +422,11 @@ impl<'s> Chain<'s> {
             .map(|number| JournaledBlock::read(store, number))
             .collect::<Result<_, _>>()?;
         for (number, journaled) in (flushed + 1..).zip(journaled) {
-            let JournaledBlock { block, diff } = match journaled {
+            let JournaledBlock {
+                hash,
+                positions,
+                diff,
+            } = match journaled {
                 Some(journaled) => {
                     self.replayed.journaled += 1;
                     journaled
@@ -419,8 +436,7 @@ impl<'s> Chain<'s> {
                     self.execute_stored(number)?
                 }
             };
-            self.layers
-                .push(number, block.hash(), diff, TxPositions::of(&block))?;
+            self.layers.push(number, hash, diff, positions)?;
         }
         tracing::info!(
             from = flushed + 1,
@@ -455,7 +471,8 @@ impl<'s> Chain<'s> {
             });
         }
         Ok(JournaledBlock {
-            block,
+            hash: block.hash(),
+            positions: TxPositions::of(&block),
             diff: outcome.diff,
         })
     }

@@ -13,7 +13,7 @@ use std::{
 use anyhow::Context;
 use serde::Deserialize;
 use stave_consensus::{
-    ConsensusBlock, StaveApp, ValidatorConfig, ValidatorSenders, chain_actor, keys, run_validator,
+    ConsensusBlock, OtherValidators, StaveApp, ValidatorConfig, chain_actor, keys, run_validator,
 };
 use stave_node::{BlockProducer, Produced};
 use stave_primitives::{ChainSpec, keccak256};
@@ -132,8 +132,9 @@ pub fn start(
         leader_timeout.as_millis(),
         idle_wait.as_millis()
     );
-    // Taken from the other validators when catching up, rather than recovered.
-    let senders = ValidatorSenders::new(
+    // Blocks and senders taken from the other validators when catching up, rather than
+    // waited for and recovered.
+    let others = OtherValidators::new(
         p2p.gossip.clone(),
         &validators,
         &keys::public_key(&public).context("this validator's consensus key")?,
@@ -163,7 +164,7 @@ pub fn start(
         let _ = heads.send(Arc::new(produced.clone()));
     })
     .context("starting the chain actor")?;
-    let actor = actor.with_sender_source(Box::new(senders));
+    let actor = actor.with_catch_up(Box::new(others), p2p.catching_up.clone());
     let app = app.with_catching_up(p2p.catching_up.clone());
     let actor = std::thread::Builder::new()
         .name("chain-actor".into())
