@@ -67,6 +67,9 @@ pub enum Request {
         /// Marshal's acknowledgement, sent once the block is durable.
         ack: Exact,
     },
+    /// The finalized tip is far above the head (the node lagged): catch up from the other
+    /// validators before answering anything else.
+    CatchUp,
     /// The node is stopping: answer nothing more, write the state to disk and return.
     Stop,
 }
@@ -107,18 +110,25 @@ impl StaveApp {
     /// [`CATCHING_UP_BLOCKS`] above the blocks it has delivered: the node is catching up,
     /// and may ignore transaction gossip meanwhile (those transactions are most likely in
     /// the blocks it lacks, and admitting them would recover their signatures for
-    /// nothing), as go-ethereum's pool does while it syncs.
+    /// nothing), as go-ethereum's pool does while it syncs. When the flag goes up, the
+    /// chain actor is asked to catch up from the other validators
+    /// ([`ChainActor::with_catch_up`]) rather than wait for marshal's backfill.
     pub fn with_catching_up(mut self, flag: Arc<AtomicBool>) -> Self {
         self.catching_up = Some(flag);
         self
     }
 
     /// Publishes whether `delivered` (the height of the newest delivered block) is far
-    /// below the finalized tip.
+    /// below the finalized tip, and asks the chain actor to catch up when it falls behind.
     fn publish_catching_up(&self, delivered: u64) {
         if let Some(flag) = &self.catching_up {
             let behind = self.tip.load(Ordering::Acquire) > delivered + CATCHING_UP_BLOCKS;
-            flag.store(behind, Ordering::Release);
+            if behind && !flag.swap(behind, Ordering::AcqRel) {
+                // An actor that already ended has nothing to catch up.
+                let _ = self.requests.send(Request::CatchUp);
+            } else {
+                flag.store(behind, Ordering::Release);
+            }
         }
     }
 
@@ -308,6 +318,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         while let Some(request) = queued.take().or_else(|| self.requests.recv().ok()) {
             match request {
                 Request::Stop => break,
+                Request::CatchUp => queued = self.catch_up()?,
                 Request::Propose {
                     ancestors,
                     timestamp,
@@ -622,8 +633,8 @@ mod tests {
 
     use super::*;
 
-    fn app(head: u64) -> (StaveApp, Arc<AtomicBool>) {
-        let (requests, _) = mpsc::channel();
+    fn app(head: u64) -> (StaveApp, Arc<AtomicBool>, mpsc::Receiver<Request>) {
+        let (requests, received) = mpsc::channel();
         let cache = Arc::new(stave_verify::SenderCache::new(16));
         let pool = TxPool::new(stave_txpool::PoolConfig::new(1, 30_000_000), cache);
         let flag = Arc::new(AtomicBool::new(false));
@@ -636,7 +647,7 @@ mod tests {
             catching_up: None,
         }
         .with_catching_up(flag.clone());
-        (app, flag)
+        (app, flag, received)
     }
 
     fn tip(height: u64) -> Update<ConsensusBlock> {
@@ -661,19 +672,32 @@ mod tests {
 
     #[test]
     fn a_node_far_below_the_finalized_tip_catches_up_until_its_blocks_arrive() {
-        let (mut app, flag) = app(10);
+        let (mut app, flag, requests) = app(10);
         let catching_up = || flag.load(Ordering::Acquire);
+        // The chain actor is asked to catch up each time the node falls behind, once.
+        let catch_ups = || {
+            requests
+                .try_iter()
+                .filter(|request| matches!(request, Request::CatchUp))
+                .count()
+        };
         app.report(tip(10 + CATCHING_UP_BLOCKS));
         assert!(!catching_up(), "a few blocks behind is not catching up");
+        assert_eq!(catch_ups(), 0);
         app.report(tip(11 + CATCHING_UP_BLOCKS));
         assert!(catching_up());
         // A tip reported out of order does not lower the tip.
         app.report(tip(12));
         assert!(catching_up());
+        assert_eq!(catch_ups(), 1);
         // Blocks delivered: once within reach of the tip, the node has caught up.
         app.report(block(10));
         assert!(catching_up());
         app.report(block(11));
         assert!(!catching_up());
+        assert_eq!(catch_ups(), 0);
+        app.report(tip(20 + CATCHING_UP_BLOCKS));
+        assert!(catching_up());
+        assert_eq!(catch_ups(), 1);
     }
 }
