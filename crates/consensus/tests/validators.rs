@@ -215,6 +215,19 @@ fn release(runtime: tokio::runtime::Runtime) {
 /// for the validators' consensus keys, the allow-list their node ids, every other
 /// validator a static peer.
 fn start_networks(runtime: &tokio::runtime::Runtime, keys: &[ed25519::PrivateKey]) -> Vec<Network> {
+    network_starters(runtime, keys)
+        .into_iter()
+        .map(|start| start())
+        .collect()
+}
+
+/// What [`start_networks`] does, one validator's network at a time, whenever each is
+/// called (a network started long before its engine would refuse the consensus messages
+/// peers send it, and ban them).
+fn network_starters<'a>(
+    runtime: &'a tokio::runtime::Runtime,
+    keys: &[ed25519::PrivateKey],
+) -> Vec<Box<dyn FnOnce() -> Network + 'a>> {
     let ca = ChainCa::generate("stave test chain").expect("ca");
     let names: Vec<String> = (0..keys.len())
         .map(|i| format!("validator{i}.stave"))
@@ -248,10 +261,13 @@ fn start_networks(runtime: &tokio::runtime::Runtime, keys: &[ed25519::PrivateKey
             config.backoff_min = Duration::from_millis(20);
             config.backoff_max = Duration::from_millis(500);
             let id = identity.node_id().expect("id");
-            drop(reserved[i].take());
-            runtime
-                .block_on(Network::start(config, tls, id))
-                .expect("network starts")
+            let listener = reserved[i].take();
+            Box::new(move || {
+                drop(listener);
+                runtime
+                    .block_on(Network::start(config, tls, id))
+                    .expect("network starts")
+            }) as Box<dyn FnOnce() -> Network + 'a>
         })
         .collect()
 }
@@ -385,6 +401,37 @@ fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
     for (pool, _) in &nodes {
         assert_eq!(pool.status().pending, 0);
     }
+    release(runtime);
+}
+
+#[test]
+fn a_validator_started_late_without_a_catch_up_source_commits_the_chain_it_missed() {
+    let (_one_at_a_time, dir, spec, keys, runtime) = setup();
+    let mut networks = network_starters(&runtime, &keys);
+    let late = networks.pop().expect("four networks");
+    let early: Vec<_> = networks
+        .into_iter()
+        .enumerate()
+        .map(|(index, network)| start(index, &keys, network(), &spec, dir.path(), None))
+        .collect();
+    finalize_every_transaction(&early, &spec);
+    let missed = early[0].1.lock().expect("lock").clone();
+
+    // Validator 3 joins with none of those blocks and no catch-up source: marshal fetches
+    // the finalized blocks (and the ancestry of the proposals it is asked to verify), and
+    // its chain actor runs each block it never saw through the pipeline, in order.
+    let (_, commits) = start(3, &keys, late(), &spec, dir.path(), None);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while commits.lock().expect("lock").len() < missed.len() {
+        assert!(
+            Instant::now() < deadline,
+            "validator 3 committed {} of the {} blocks it missed",
+            commits.lock().expect("lock").len(),
+            missed.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(commits.lock().expect("lock")[..missed.len()], missed[..]);
     release(runtime);
 }
 
