@@ -283,6 +283,18 @@ mod tests {
     use super::*;
     use alloy_primitives::B256;
 
+    /// A block of three signed transfers.
+    fn three_transfers() -> stave_primitives::Block {
+        let builder = stave_sdk::TxBuilder::eip1559(1, 2_000_000_000, 1);
+        let transactions =
+            stave_sdk::signed_workload(stave_sdk::WorkloadKind::Transfer, &builder, 3)
+                .expect("signs");
+        stave_primitives::Block {
+            header: stave_primitives::Header::default(),
+            transactions,
+        }
+    }
+
     fn list(hash: B256, byte: u8, len: usize) -> BlockSenders {
         BlockSenders {
             hash,
@@ -292,15 +304,7 @@ mod tests {
 
     #[test]
     fn a_list_counts_only_when_enough_validators_send_it_for_this_block() {
-        let builder = stave_sdk::TxBuilder::eip1559(1, 2_000_000_000, 1);
-        let transactions =
-            stave_sdk::signed_workload(stave_sdk::WorkloadKind::Transfer, &builder, 3)
-                .expect("signs");
-        let block = stave_primitives::Block {
-            header: stave_primitives::Header::default(),
-            transactions,
-        }
-        .seal();
+        let block = three_transfers().seal();
         let block = ConsensusBlock::new(&block, Vec::new());
         let (hash, txs) = (block.hash(), block.transaction_count());
         let other = B256::repeat_byte(9);
@@ -338,16 +342,10 @@ mod tests {
             );
         }
     }
+
     #[test]
     fn fetched_bytes_count_only_as_the_vouched_block_with_one_sender_per_transaction() {
-        let builder = stave_sdk::TxBuilder::eip1559(1, 2_000_000_000, 1);
-        let transactions =
-            stave_sdk::signed_workload(stave_sdk::WorkloadKind::Transfer, &builder, 3)
-                .expect("signs");
-        let block = stave_primitives::Block {
-            header: stave_primitives::Header::default(),
-            transactions,
-        };
+        let block = three_transfers();
         let bytes = stave_codec::encode_block(&block).expect("encodes");
         let hash = block.header.hash_slow();
         assert!(is_vouched(&bytes, &list(hash, 1, 3)));

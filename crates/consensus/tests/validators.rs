@@ -339,6 +339,21 @@ fn start(
     (pool, commits)
 }
 
+/// Starts honest validators 0, 1, ... on `networks` (one each, in order); their pools and
+/// commits.
+fn start_honest(
+    networks: Vec<Network>,
+    keys: &[ed25519::PrivateKey],
+    spec: &ChainSpec,
+    dir: &std::path::Path,
+) -> Vec<(Arc<TxPool>, Commits)> {
+    networks
+        .into_iter()
+        .enumerate()
+        .map(|(index, network)| start(index, keys, network, spec, dir, None))
+        .collect()
+}
+
 /// Submits every sender's transfers, each sender to one validator's pool in nonce order,
 /// and waits until every validator in `nodes` has committed all of them.
 fn finalize_every_transaction(nodes: &[(Arc<TxPool>, Commits)], spec: &ChainSpec) {
@@ -377,12 +392,7 @@ fn finalize_every_transaction(nodes: &[(Arc<TxPool>, Commits)], spec: &ChainSpec
 #[test]
 fn four_validators_finalize_one_chain_with_every_submitted_transaction() {
     let (_one_at_a_time, dir, spec, keys, runtime) = setup();
-    let networks = start_networks(&runtime, &keys);
-    let nodes: Vec<_> = networks
-        .into_iter()
-        .enumerate()
-        .map(|(index, network)| start(index, &keys, network, &spec, dir.path(), None))
-        .collect();
+    let nodes = start_honest(start_networks(&runtime, &keys), &keys, &spec, dir.path());
 
     finalize_every_transaction(&nodes, &spec);
 
@@ -409,11 +419,8 @@ fn a_validator_started_late_without_a_catch_up_source_commits_the_chain_it_misse
     let (_one_at_a_time, dir, spec, keys, runtime) = setup();
     let mut networks = network_starters(&runtime, &keys);
     let late = networks.pop().expect("four networks");
-    let early: Vec<_> = networks
-        .into_iter()
-        .enumerate()
-        .map(|(index, network)| start(index, &keys, network(), &spec, dir.path(), None))
-        .collect();
+    let networks = networks.into_iter().map(|start| start()).collect();
+    let early = start_honest(networks, &keys, &spec, dir.path());
     finalize_every_transaction(&early, &spec);
     let missed = early[0].1.lock().expect("lock").clone();
 
@@ -440,11 +447,7 @@ fn a_validator_flooding_votes_for_far_future_views_does_not_stall_the_others() {
     let (_one_at_a_time, dir, spec, keys, runtime) = setup();
     let mut networks = start_networks(&runtime, &keys);
     let flooder = networks.pop().expect("four networks");
-    let honest: Vec<_> = networks
-        .into_iter()
-        .enumerate()
-        .map(|(index, network)| start(index, &keys, network, &spec, dir.path(), None))
-        .collect();
+    let honest = start_honest(networks, &keys, &spec, dir.path());
 
     // Validator 3 runs no engine: it signs notarize votes with its real key for views
     // 2^40 and up, each for a different payload, and sends them as fast as its queues
