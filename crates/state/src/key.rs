@@ -24,6 +24,16 @@ fn word(bytes: &[u8], at: usize) -> u64 {
 }
 
 impl StateKey {
+    /// The account the key belongs to; `None` for code, which belongs to none.
+    pub(crate) fn account(&self) -> Option<Address> {
+        match self {
+            Self::Account(address) | Self::Storage(address, _) | Self::Wiped(address) => {
+                Some(*address)
+            }
+            Self::Code(_) => None,
+        }
+    }
+
     /// Two 64-bit hashes for the bloom filter. Addresses, code hashes and mapping slots are
     /// keccak outputs already, so their bytes are the hash; small slot numbers are mixed
     /// with the address.

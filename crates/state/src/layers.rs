@@ -20,6 +20,7 @@ use crate::{
     error::StateLayerError,
     key::{StateKey, StateValue},
     layer::{DiffLayer, SpeculativeLayer, keys, merge},
+    touched::TouchedAccounts,
 };
 
 /// Layers kept in memory: the state of each of the last 128 blocks can be read.
@@ -90,6 +91,8 @@ pub struct StateLayers<'s> {
     store: &'s dyn KvStore,
     /// Oldest first; the last is the head.
     layers: RwLock<Vec<Arc<DiffLayer>>>,
+    /// Which of them changed each account.
+    touched: TouchedAccounts,
     /// The height the disk layer is at.
     flushed: AtomicU64,
     clean: quick_cache::sync::Cache<StateKey, StateValue>,
@@ -123,6 +126,7 @@ impl<'s> StateLayers<'s> {
         Self {
             store,
             layers: RwLock::new(Vec::with_capacity(KEPT_LAYERS + FLUSH_BATCH + 1)),
+            touched: TouchedAccounts::new(),
             flushed: AtomicU64::new(flushed),
             clean: quick_cache::sync::Cache::new(clean_entries.max(1)),
             origin: std::array::from_fn(|_| RwLock::new(HashMap::default())),
@@ -190,6 +194,8 @@ impl<'s> StateLayers<'s> {
         if held > ORIGIN_CAPACITY {
             self.clear_origin();
         }
+        // Indexed before it is pushed: a snapshot that has the layer finds it listed.
+        self.touched.add(number, &diff);
         self.layers.write().push(Arc::new(DiffLayer {
             number,
             hash,
@@ -352,6 +358,11 @@ impl<'s> StateLayers<'s> {
         }
         self.flushed.store(height, Ordering::Release);
         self.layers.write().drain(..oldest.len());
+        // Unlisted only once dropped: a snapshot that still has a layer finds it listed or
+        // reads its values from the disk, which holds them now.
+        for layer in &oldest {
+            self.touched.forget_up_to(height, &layer.diff);
+        }
         metrics::gauge!("stave_state_flushed_height").set(height as f64);
         Ok(Some(height))
     }
@@ -491,6 +502,29 @@ impl Snapshot<'_, '_> {
             .map_or_else(|| self.layers.flushed(), |layer| layer.number)
     }
 
+    /// The value `key` has in the newest layer of the stack that changed it: the top
+    /// layer (where an account in use is most often found, and which is cheaper to search
+    /// than the index is to read), then, for an account or a slot, only the layers the
+    /// index lists for the account.
+    fn in_stack(&self, key: &StateKey) -> Option<StateValue> {
+        let newest = self.stack.first()?;
+        if let Some(value) = newest.get(key) {
+            return Some(value);
+        }
+        let top = newest.number;
+        // The stack holds consecutive blocks, newest first.
+        let in_layer = |number: u64| {
+            self.stack
+                .get(usize::try_from(top - number).ok()?)
+                .filter(|layer| layer.number == number)?
+                .get(key)
+        };
+        match key.account() {
+            Some(address) => self.layers.touched.find_newest(&address, top - 1, in_layer),
+            None => self.stack[1..].iter().find_map(|layer| layer.get(key)),
+        }
+    }
+
     fn get(&self, key: StateKey) -> Result<StateValue, StateError> {
         if let Some(value) = self.speculative.iter().find_map(|layer| layer.get(&key)) {
             self.layers
@@ -502,7 +536,7 @@ impl Snapshot<'_, '_> {
                 || matches!(key, StateKey::Storage(owner, _) if bloom.may_contain(&StateKey::Wiped(owner)))
         };
         if self.bloom.as_ref().is_some_and(in_layers)
-            && let Some(value) = self.stack.iter().find_map(|layer| layer.get(&key))
+            && let Some(value) = self.in_stack(&key)
         {
             self.layers
                 .count(self.reader, &self.layers.counters.diff, "l2");

@@ -3,7 +3,8 @@
 //! A read goes down until something knows the key:
 //! - L1, the block's own writes so far (the executor's overlay, in `stave-exec`);
 //! - L2, the diff layers of the last [`KEPT_LAYERS`] blocks, newest first; the top layer's
-//!   bloom filter covers all of them, so a key no recent block wrote skips the walk;
+//!   bloom filter covers all of them, so a key no recent block wrote skips them, and an
+//!   index of the layers that changed each account sends the others straight there;
 //! - L1.5, the origin pool: values read from below the layers since the last block,
 //!   shared by the executor's threads and the [`Prefetcher`];
 //! - L3, the clean cache of disk values (S3-FIFO, `quick_cache`);
@@ -21,6 +22,7 @@ mod key;
 mod layer;
 mod layers;
 mod prefetch;
+mod touched;
 
 pub use error::StateLayerError;
 pub use layer::SpeculativeLayer;

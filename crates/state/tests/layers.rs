@@ -260,3 +260,72 @@ fn a_wiped_account_reads_zero_even_where_its_slots_left_every_layer() {
         U256::ZERO
     );
 }
+
+/// Reads go through the index of the layers that changed each account: an account
+/// changed in one old block, under many blocks that changed others, reads that block's
+/// value from the head, from a snapshot of an earlier block, and from a snapshot taken
+/// before the flush that moved the block to disk.
+#[test]
+fn an_account_changed_long_ago_reads_its_value_before_and_after_its_layer_is_flushed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+    let layers = StateLayers::new(&store, 0, 64);
+    let account = |balance: u64| {
+        Some(AccountState {
+            nonce: 1,
+            balance: U256::from(balance),
+            code_hash: alloy_primitives::KECCAK256_EMPTY,
+        })
+    };
+    let change = |who: u8, balance: u64, slot: u64| {
+        let mut diff = StateDiff::default();
+        diff.accounts.insert(
+            Address::with_last_byte(who),
+            AccountDiff {
+                info: account(balance),
+                storage_cleared: false,
+                storage: BTreeMap::from([(U256::from(slot), U256::from(balance))]),
+            },
+        );
+        diff
+    };
+    let old = Address::with_last_byte(1);
+    // Block 1 changes the old account (slot 1); block 2 changes it again (slot 2 only);
+    // every later block changes another account.
+    layers
+        .push(1, B256::ZERO, change(1, 10, 1), TxPositions::default())
+        .expect("pushes");
+    layers
+        .push(2, B256::ZERO, change(1, 20, 2), TxPositions::default())
+        .expect("pushes");
+    let last = (KEPT_LAYERS + FLUSH_BATCH) as u64;
+    for number in 3..last {
+        let diff = change(2 + (number % 200) as u8, number, 0);
+        layers
+            .push(number, B256::ZERO, diff, TxPositions::default())
+            .expect("pushes");
+    }
+    let reads = |state: &dyn StateReader| {
+        (
+            state.account(old).expect("reads").map(|info| info.balance),
+            state.storage(old, U256::from(1)).expect("reads"),
+            state.storage(old, U256::from(2)).expect("reads"),
+        )
+    };
+    let expected = (Some(U256::from(20)), U256::from(10), U256::from(20));
+    assert_eq!(reads(&layers.latest()), expected);
+    let at_block_1 = layers.with_state_at(1, |state| reads(state)).expect("kept");
+    assert_eq!(
+        at_block_1,
+        (Some(U256::from(10)), U256::from(10), U256::ZERO)
+    );
+
+    // The snapshot outlives the flush of blocks 1 and 2.
+    let before_flush = layers.latest();
+    layers
+        .push(last, B256::ZERO, change(2, 1, 0), TxPositions::default())
+        .expect("pushes");
+    assert!(layers.flush(true).expect("flushes").is_some_and(|h| h >= 2));
+    assert_eq!(reads(&before_flush), expected);
+    assert_eq!(reads(&layers.latest()), expected);
+}
