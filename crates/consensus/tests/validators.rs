@@ -222,8 +222,8 @@ fn start_networks(runtime: &tokio::runtime::Runtime, keys: &[ed25519::PrivateKey
 }
 
 /// What [`start_networks`] does, one validator's network at a time, whenever each is
-/// called (a network started long before its engine would refuse the consensus messages
-/// peers send it, and ban them).
+/// called: a validator that joins late starts its network with its engine, as a node
+/// does. Each network takes the consensus group as a late one, as `stave node` does.
 fn network_starters<'a>(
     runtime: &'a tokio::runtime::Runtime,
     keys: &[ed25519::PrivateKey],
@@ -260,6 +260,7 @@ fn network_starters<'a>(
             let mut config = NetworkConfig::new(addresses[i], peers);
             config.backoff_min = Duration::from_millis(20);
             config.backoff_max = Duration::from_millis(500);
+            config.late_groups = vec![stave_consensus::transport::GROUP];
             let id = identity.node_id().expect("id");
             let listener = reserved[i].take();
             Box::new(move || {

@@ -12,7 +12,7 @@
 //! by the node with the smaller id and close the other, so they agree without talking.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     net::SocketAddr,
     sync::{
         Arc,
@@ -73,6 +73,11 @@ pub struct NetworkConfig {
     pub backoff_max: Duration,
     /// Frames queued for one peer before sends to it fail (or wait).
     pub send_queue: usize,
+    /// Groups whose modules register only after the network has started (a validator's
+    /// consensus channels, once its engine is built): until one of a group's modules
+    /// registers, frames for the group are dropped without costing the peer points, since
+    /// peers that already run it send them from the moment they connect.
+    pub late_groups: Vec<i16>,
 }
 
 impl NetworkConfig {
@@ -88,6 +93,7 @@ impl NetworkConfig {
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(30),
             send_queue: 1024,
+            late_groups: Vec::new(),
         }
     }
 }
@@ -153,6 +159,8 @@ struct Shared {
     config: NetworkConfig,
     links: Mutex<HashMap<NodeId, Link>>,
     modules: Mutex<HashMap<ProtocolId, mpsc::Sender<Inbound>>>,
+    /// The configured late groups none of whose modules has registered yet.
+    unregistered_groups: Mutex<HashSet<i16>>,
     pending: Mutex<HashMap<(NodeId, u32), oneshot::Sender<Frame>>>,
     scores: Mutex<PeerScores>,
     seq: AtomicU32,
@@ -197,6 +205,7 @@ impl Network {
             source,
         })?;
         let peers = config.peers.clone();
+        let unregistered_groups = Mutex::new(config.late_groups.iter().copied().collect());
         let shared = Arc::new(Shared {
             local,
             tls,
@@ -204,6 +213,7 @@ impl Network {
             config,
             links: Mutex::default(),
             modules: Mutex::default(),
+            unregistered_groups,
             pending: Mutex::default(),
             seq: AtomicU32::new(0),
             connections: AtomicU64::new(0),
@@ -240,6 +250,7 @@ impl Network {
             .modules
             .lock()
             .insert(ProtocolId::request(group, module), sender);
+        self.shared.unregistered_groups.lock().remove(&group);
         receiver
     }
 
@@ -520,6 +531,14 @@ impl Shared {
                         .increment(1);
                 }
             }
+            None if self
+                .unregistered_groups
+                .lock()
+                .contains(&frame.protocol_id.group()) =>
+            {
+                metrics::counter!("stave_net_dropped_frames_total", "reason" => "not_registered_yet")
+                    .increment(1);
+            }
             None => {
                 self.penalize(peer, Offence::UnknownModule);
             }
@@ -752,7 +771,6 @@ async fn dial(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashSet;
 
     use super::*;
     use crate::{ChainCa, NodeTls};

@@ -297,6 +297,49 @@ async fn frames_for_unknown_modules_get_a_peer_banned_and_refused() {
     assert!(server.peers().is_empty());
 }
 
+#[tokio::test]
+async fn frames_for_a_late_group_cost_nothing_until_one_of_its_modules_registers() {
+    const LATE: i16 = 9;
+    let chain = Chain::new(2);
+    let server = chain
+        .start(0, vec![], |config| config.late_groups = vec![LATE])
+        .await;
+    let client = chain.start(1, vec![chain.peer(0, &server)], |_| {}).await;
+    eventually("connection", || server.peers().len() == 1).await;
+    let send = |module: u16, count: i32| {
+        let client = client.clone();
+        let to = chain.ids[0];
+        async move {
+            for _ in 0..count {
+                let frame = client.frame(ProtocolId::request(LATE, module), 0, Bytes::new());
+                let _ = client.send(to, &frame).await;
+            }
+        }
+    };
+    // Before the group's modules register: far more frames than a ban takes, no ban.
+    let ban = 100 / Offence::UnknownModule.penalty() + 1;
+    send(1, 3 * ban).await;
+    let mut echo = server.register(GROUP, ECHO, 8);
+    let frame = client.frame(
+        ProtocolId::request(GROUP, ECHO),
+        0,
+        Bytes::from_static(b"after"),
+    );
+    client.send(chain.ids[0], &frame).await.expect("sends");
+    let got = tokio::time::timeout(LIMIT, echo.recv())
+        .await
+        .expect("the connection stays up")
+        .expect("the frame sent after them arrives");
+    assert_eq!(got.frame.payload, Bytes::from_static(b"after"));
+    assert!(!server.is_banned(&chain.ids[1]));
+    assert_eq!(server.peers().len(), 1);
+
+    // Once a module of the group registers, frames for its unknown modules cost points.
+    let _late = server.register(LATE, 1, 8);
+    send(2, ban).await;
+    eventually("ban", || server.is_banned(&chain.ids[1])).await;
+}
+
 /// Opens a raw TLS connection to `network` as node `i` of `chain`, bypassing its own
 /// network, so the test can write any bytes.
 async fn raw_peer(

@@ -223,7 +223,14 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         let (heads, _) = broadcast::channel(1_024);
         let p2p = match &config.p2p {
             Some(p2p_config) => {
-                Some(p2p::start(p2p_config, &base, view.clone(), pool.clone()).await?)
+                // A validator's consensus channels register once its engine is built, while
+                // the other validators already send to it.
+                let late_groups = match &config.consensus {
+                    Some(_) => vec![stave_consensus::transport::GROUP],
+                    None => Vec::new(),
+                };
+                let p2p = p2p::start(p2p_config, &base, view.clone(), pool.clone(), late_groups);
+                Some(p2p.await?)
             }
             None => None,
         };

@@ -130,11 +130,14 @@ impl BlockSource for StoredBlocks {
 }
 
 /// Starts the network and gossip described by `config` (paths relative to `base`).
+/// `late_groups` are the network groups whose modules register after it starts (see
+/// `NetworkConfig::late_groups`).
 pub async fn start(
     config: &P2pConfig,
     base: &Path,
     view: Arc<ChainView<'static>>,
     pool: Arc<TxPool>,
+    late_groups: Vec<i16>,
 ) -> anyhow::Result<P2p> {
     let ca = stave_net::tls::ca_certificate_from_pem(&read(base, &config.ca)?)
         .context("reading the CA certificate")?;
@@ -159,7 +162,11 @@ pub async fn start(
             address: peer.address,
         })
         .collect();
-    let network = Network::start(NetworkConfig::new(config.listen, peers), tls, local)
+    let network_config = NetworkConfig {
+        late_groups,
+        ..NetworkConfig::new(config.listen, peers)
+    };
+    let network = Network::start(network_config, tls, local)
         .await
         .with_context(|| format!("starting P2P on {}", config.listen))?;
     let store = view.store();
