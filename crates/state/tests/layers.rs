@@ -198,6 +198,69 @@ fn reads_are_counted_per_layer() {
     assert_eq!(layers.take_reads().total(), 0);
 }
 
+/// `stave_state_reads_total` gets each block's reads per layer when the next block's
+/// layer is pushed, not one metrics call per read.
+#[test]
+fn reads_reach_the_metrics_per_layer_once_a_block() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+    let layers = StateLayers::new(&store, 0, 64);
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let reads_total = || {
+        let mut counts: Vec<(String, u64)> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| key.key().name() == "stave_state_reads_total")
+            .map(|(key, _, _, value)| {
+                let layer = key
+                    .key()
+                    .labels()
+                    .next()
+                    .expect("layer")
+                    .value()
+                    .to_string();
+                let DebugValue::Counter(count) = value else {
+                    panic!("a counter")
+                };
+                (layer, count)
+            })
+            .filter(|(_, count)| *count > 0)
+            .collect();
+        counts.sort();
+        counts
+    };
+    metrics::with_local_recorder(&recorder, || {
+        let mut diff = StateDiff::default();
+        diff.accounts
+            .insert(Address::with_last_byte(1), AccountDiff::default());
+        layers
+            .push(1, B256::ZERO, diff, TxPositions::default())
+            .expect("pushes");
+        let snapshot = layers.latest();
+        snapshot.account(Address::with_last_byte(1)).expect("reads"); // L2
+        snapshot.account(Address::with_last_byte(2)).expect("reads"); // disk
+        snapshot.account(Address::with_last_byte(2)).expect("reads"); // L1.5
+        snapshot.note_block_reads(3);
+        assert_eq!(
+            reads_total(),
+            Vec::<(String, u64)>::new(),
+            "not before the next block"
+        );
+        layers
+            .push(2, B256::ZERO, StateDiff::default(), TxPositions::default())
+            .expect("pushes");
+    });
+    let expected = [("disk", 1), ("l1", 3), ("l15", 1), ("l2", 1)]
+        .map(|(layer, count)| (layer.to_string(), count));
+    assert_eq!(reads_total(), expected);
+    // Taking the reads for a bench leaves the metrics' count alone, and the other way round.
+    assert_eq!(layers.take_reads().total(), 6);
+}
+
 #[test]
 fn a_wiped_account_reads_zero_even_where_its_slots_left_every_layer() {
     let dir = tempfile::tempdir().expect("tempdir");
