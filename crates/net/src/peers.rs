@@ -12,7 +12,7 @@
 //! by the node with the smaller id and close the other, so they agree without talking.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     net::SocketAddr,
     sync::{
         Arc,
@@ -159,8 +159,6 @@ struct Shared {
     config: NetworkConfig,
     links: Mutex<HashMap<NodeId, Link>>,
     modules: Mutex<HashMap<ProtocolId, mpsc::Sender<Inbound>>>,
-    /// The configured late groups none of whose modules has registered yet.
-    unregistered_groups: Mutex<HashSet<i16>>,
     pending: Mutex<HashMap<(NodeId, u32), oneshot::Sender<Frame>>>,
     scores: Mutex<PeerScores>,
     seq: AtomicU32,
@@ -205,7 +203,6 @@ impl Network {
             source,
         })?;
         let peers = config.peers.clone();
-        let unregistered_groups = Mutex::new(config.late_groups.iter().copied().collect());
         let shared = Arc::new(Shared {
             local,
             tls,
@@ -213,7 +210,6 @@ impl Network {
             config,
             links: Mutex::default(),
             modules: Mutex::default(),
-            unregistered_groups,
             pending: Mutex::default(),
             seq: AtomicU32::new(0),
             connections: AtomicU64::new(0),
@@ -250,7 +246,6 @@ impl Network {
             .modules
             .lock()
             .insert(ProtocolId::request(group, module), sender);
-        self.shared.unregistered_groups.lock().remove(&group);
         receiver
     }
 
@@ -514,6 +509,13 @@ impl Shared {
         }
     }
 
+    /// True for a late group (see [`NetworkConfig::late_groups`]) none of whose modules
+    /// has registered yet.
+    fn awaits_modules(&self, group: i16) -> bool {
+        self.config.late_groups.contains(&group)
+            && !self.modules.lock().keys().any(|id| id.group() == group)
+    }
+
     fn route(&self, peer: NodeId, frame: Frame) {
         if frame.protocol_id.is_response() {
             let waiting = self.pending.lock().remove(&(peer, frame.seq));
@@ -531,11 +533,7 @@ impl Shared {
                         .increment(1);
                 }
             }
-            None if self
-                .unregistered_groups
-                .lock()
-                .contains(&frame.protocol_id.group()) =>
-            {
+            None if self.awaits_modules(frame.protocol_id.group()) => {
                 metrics::counter!("stave_net_dropped_frames_total", "reason" => "not_registered_yet")
                     .increment(1);
             }
@@ -771,6 +769,7 @@ async fn dial(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
 
     use super::*;
     use crate::{ChainCa, NodeTls};

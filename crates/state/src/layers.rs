@@ -383,10 +383,9 @@ impl<'s> StateLayers<'s> {
         self.flushed.store(height, Ordering::Release);
         self.layers.write().drain(..oldest.len());
         // Unlisted only once dropped: a snapshot that still has a layer finds it listed or
-        // reads its values from the disk, which holds them now.
-        for layer in &oldest {
-            self.touched.forget_up_to(height, &layer.diff);
-        }
+        // reads its values from the disk, which holds them now. `merged` names every
+        // account the dropped layers changed.
+        self.touched.forget_up_to(height, &merged);
         metrics::gauge!("stave_state_flushed_height").set(height as f64);
         Ok(Some(height))
     }
@@ -409,10 +408,15 @@ impl<'s> StateLayers<'s> {
 
     /// Reads per layer since the last [`StateLayers::take_reads`].
     pub fn take_reads(&self) -> LayerReads {
+        self.reads_since(&self.taken)
+    }
+
+    /// The reads made since the counts in `mark`, which then become the counts now.
+    fn reads_since(&self, mark: &Mutex<LayerReads>) -> LayerReads {
         let now = self.reads_so_far();
-        let mut taken = self.taken.lock();
-        let reads = now.since(&taken);
-        *taken = now;
+        let mut mark = mark.lock();
+        let reads = now.since(&mark);
+        *mark = now;
         reads
     }
 
@@ -430,10 +434,7 @@ impl<'s> StateLayers<'s> {
 
     /// Adds the reads since the last call to `stave_state_reads_total`.
     fn publish_reads(&self) {
-        let now = self.reads_so_far();
-        let mut published = self.published.lock();
-        let reads = now.since(&published);
-        *published = now;
+        let reads = self.reads_since(&self.published);
         for (layer, count) in [
             ("l1", reads.block),
             ("l15", reads.origin),

@@ -68,8 +68,8 @@ impl TouchedAccounts {
         }
     }
 
-    /// Forgets the blocks up to `height` for the accounts of `diff` (one of those blocks'
-    /// changes).
+    /// Forgets the blocks up to `height` for the accounts of `diff` (the changes of those
+    /// blocks, or some of them).
     pub(crate) fn forget_up_to(&self, height: u64, diff: &StateDiff) {
         for (shard, addresses) in self.shards.iter().zip(Self::by_shard(diff)) {
             let mut shard = shard.write();

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use proptest::prelude::*;
 use stave_exec::{AccountDiff, AccountState, MemoryState, StateDiff, StateReader};
-use stave_state::{FLUSH_BATCH, KEPT_LAYERS, StateLayerError, StateLayers};
+use stave_state::{FLUSH_BATCH, KEPT_LAYERS, Snapshot, StateLayerError, StateLayers};
 use stave_storage::{
     LmdbStore,
     commit::{self, TxPositions},
@@ -164,11 +164,10 @@ fn a_layer_must_follow_the_head() {
     );
 }
 
-#[test]
-fn reads_are_counted_per_layer() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
-    let layers = StateLayers::new(&store, 0, 64);
+/// Pushes block 1, changing account 1, onto `layers` and reads through the head's
+/// snapshot once from a diff layer (account 1), then from disk and from the origin pool
+/// (account 2); returns the snapshot.
+fn read_from_diff_disk_and_origin<'l, 's>(layers: &'l StateLayers<'s>) -> Snapshot<'l, 's> {
     let mut diff = StateDiff::default();
     diff.accounts
         .insert(Address::with_last_byte(1), AccountDiff::default());
@@ -179,6 +178,15 @@ fn reads_are_counted_per_layer() {
     snapshot.account(Address::with_last_byte(1)).expect("reads"); // L2
     snapshot.account(Address::with_last_byte(2)).expect("reads"); // disk
     snapshot.account(Address::with_last_byte(2)).expect("reads"); // L1.5
+    snapshot
+}
+
+#[test]
+fn reads_are_counted_per_layer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+    let layers = StateLayers::new(&store, 0, 64);
+    let snapshot = read_from_diff_disk_and_origin(&layers);
     layers.clear_origin();
     snapshot.account(Address::with_last_byte(2)).expect("reads"); // L3
     // What the executing block served itself (L1) is reported by the executor.
@@ -234,16 +242,7 @@ fn reads_reach_the_metrics_per_layer_once_a_block() {
         counts
     };
     metrics::with_local_recorder(&recorder, || {
-        let mut diff = StateDiff::default();
-        diff.accounts
-            .insert(Address::with_last_byte(1), AccountDiff::default());
-        layers
-            .push(1, B256::ZERO, diff, TxPositions::default())
-            .expect("pushes");
-        let snapshot = layers.latest();
-        snapshot.account(Address::with_last_byte(1)).expect("reads"); // L2
-        snapshot.account(Address::with_last_byte(2)).expect("reads"); // disk
-        snapshot.account(Address::with_last_byte(2)).expect("reads"); // L1.5
+        let snapshot = read_from_diff_disk_and_origin(&layers);
         snapshot.note_block_reads(3);
         assert_eq!(
             reads_total(),
