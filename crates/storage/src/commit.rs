@@ -31,7 +31,7 @@ use stave_primitives::{
 
 use crate::{
     error::StorageError,
-    kv::{KvStore, Op, Table, WriteBatch},
+    kv::{KvStore, Table, WriteBatch},
 };
 
 /// Key of the head in `Meta`.
@@ -42,6 +42,10 @@ const FLUSHED_KEY: &[u8] = b"flushed";
 /// Items per rayon task when encoding: ~64 entries of ~1 µs each, so tasks outweigh
 /// scheduling without starving either core of a 2,500-tx block.
 const ITEMS_PER_TASK: usize = 64;
+
+/// Bytes of keys and values a task reserves per item: an account write (20 + 72), or a
+/// transaction index entry (32 + 12), with room to spare.
+const BYTES_PER_ITEM: usize = 128;
 
 /// Everything the commit stage writes for one block.
 #[derive(Debug, Clone, Copy)]
@@ -202,69 +206,65 @@ pub fn storage(store: &dyn KvStore, address: Address, slot: U256) -> Result<U256
 }
 
 fn storage_key(address: Address, slot: U256) -> Vec<u8> {
-    let mut key = Vec::with_capacity(52);
-    key.extend_from_slice(address.as_slice());
-    key.extend_from_slice(&slot.to_be_bytes::<32>());
-    key
+    [address.as_slice(), &slot.to_be_bytes::<32>()].concat()
 }
 
-/// Runs `encode` over `items` into ops, on all cores when `parallel`.
+/// Runs `encode` over `items` into one batch, on all cores when `parallel`: each task
+/// encodes into a batch of its own, and the tasks' batches join in item order.
 fn encode_all<T: Sync>(
     items: &[T],
     parallel: bool,
-    encode: impl Fn(&T, &mut Vec<Op>) + Sync,
-) -> Vec<Op> {
+    encode: impl Fn(&T, &mut WriteBatch) + Sync,
+) -> WriteBatch {
     let chunk = |chunk: &[T]| {
-        let mut ops = Vec::with_capacity(chunk.len() * 2);
-        chunk.iter().for_each(|item| encode(item, &mut ops));
-        ops
+        let mut batch = WriteBatch::with_capacity(chunk.len() * 2, chunk.len() * BYTES_PER_ITEM);
+        chunk.iter().for_each(|item| encode(item, &mut batch));
+        batch
     };
-    if parallel {
-        items
-            .par_chunks(ITEMS_PER_TASK)
-            .map(chunk)
-            .flatten_iter()
-            .collect()
-    } else {
-        chunk(items)
+    if !parallel {
+        return chunk(items);
     }
+    let parts: Vec<WriteBatch> = items.par_chunks(ITEMS_PER_TASK).map(chunk).collect();
+    let mut batch = WriteBatch::new();
+    parts.into_iter().for_each(|part| batch.append(part));
+    batch
 }
 
-fn account_ops((address, change): &(&Address, &AccountDiff), ops: &mut Vec<Op>) {
+fn account_ops((address, change): &(&Address, &AccountDiff), batch: &mut WriteBatch) {
     if change.storage_cleared {
-        ops.push(Op::DeletePrefix(Table::Storage, address.to_vec()));
+        batch.delete_prefix(Table::Storage, address);
     }
     match change.info {
-        Some(info) => {
-            let mut value = Vec::with_capacity(72);
-            value.extend_from_slice(&info.nonce.to_be_bytes());
-            value.extend_from_slice(&info.balance.to_be_bytes::<32>());
-            value.extend_from_slice(info.code_hash.as_slice());
-            ops.push(Op::Put(Table::Accounts, address.to_vec(), value));
-        }
-        None => ops.push(Op::Delete(Table::Accounts, address.to_vec())),
+        Some(info) => batch.put_parts(
+            Table::Accounts,
+            &[address.as_slice()],
+            &[
+                &info.nonce.to_be_bytes(),
+                &info.balance.to_be_bytes::<32>(),
+                info.code_hash.as_slice(),
+            ],
+        ),
+        None => batch.delete(Table::Accounts, address),
     }
     for (slot, value) in &change.storage {
-        let key = storage_key(**address, *slot);
-        ops.push(if value.is_zero() {
-            Op::Delete(Table::Storage, key)
+        let key: [&[u8]; 2] = [address.as_slice(), &slot.to_be_bytes::<32>()];
+        if value.is_zero() {
+            batch.delete_parts(Table::Storage, &key);
         } else {
-            Op::Put(Table::Storage, key, value.to_be_bytes::<32>().to_vec())
-        });
+            batch.put_parts(Table::Storage, &key, &[&value.to_be_bytes::<32>()]);
+        }
     }
 }
 
 /// The writes that apply `diff` to the stored state (accounts, storage, code), encoded on
 /// all cores when `parallel`.
-pub fn state_ops(diff: &StateDiff, parallel: bool) -> Vec<Op> {
+pub fn state_ops(diff: &StateDiff, parallel: bool) -> WriteBatch {
     let accounts: Vec<(&Address, &AccountDiff)> = diff.accounts.iter().collect();
-    let mut ops = encode_all(&accounts, parallel, account_ops);
-    ops.extend(
-        diff.codes
-            .iter()
-            .map(|(code_hash, code)| Op::Put(Table::Code, code_hash.to_vec(), code.to_vec())),
-    );
-    ops
+    let mut batch = encode_all(&accounts, parallel, account_ops);
+    for (code_hash, code) in &diff.codes {
+        batch.put(Table::Code, code_hash, code);
+    }
+    batch
 }
 
 /// Where each transaction of a block sits in it, sorted by hash: the block's `TxIndex`
@@ -299,7 +299,7 @@ impl TxPositions {
 /// The `TxIndex` writes for the transactions of `blocks` (number, positions), in key order
 /// across all of them: LMDB then inserts into neighbouring pages instead of jumping across
 /// the tree for each random hash.
-fn tx_index_ops(blocks: &[(u64, &TxPositions)], parallel: bool) -> Vec<Op> {
+fn tx_index_ops(blocks: &[(u64, &TxPositions)], parallel: bool) -> WriteBatch {
     let mut entries: Vec<(B256, u64, u32)> = blocks
         .iter()
         .flat_map(|(number, positions)| {
@@ -312,11 +312,12 @@ fn tx_index_ops(blocks: &[(u64, &TxPositions)], parallel: bool) -> Vec<Op> {
     if blocks.len() > 1 {
         entries.sort_unstable_by_key(|(hash, _, _)| *hash);
     }
-    encode_all(&entries, parallel, |(hash, number, index), ops| {
-        let mut value = Vec::with_capacity(12);
-        value.extend_from_slice(&number.to_be_bytes());
-        value.extend_from_slice(&index.to_be_bytes());
-        ops.push(Op::Put(Table::TxIndex, hash.to_vec(), value));
+    encode_all(&entries, parallel, |(hash, number, index), batch| {
+        batch.put_parts(
+            Table::TxIndex,
+            &[hash.as_slice()],
+            &[&number.to_be_bytes(), &index.to_be_bytes()],
+        );
     })
 }
 
@@ -333,9 +334,9 @@ pub fn flush_state(
 ) -> Result<(), StorageError> {
     let mut batch = WriteBatch::new();
     for diff in diffs {
-        batch.extend(state_ops(diff, parallel));
+        batch.append(state_ops(diff, parallel));
     }
-    batch.extend(tx_index_ops(txs, parallel));
+    batch.append(tx_index_ops(txs, parallel));
     for (number, _) in txs {
         batch.delete(Table::StateDiffs, number.to_be_bytes());
     }
@@ -343,48 +344,76 @@ pub fn flush_state(
     store.write(batch)
 }
 
+/// Runs `a` and `b`, side by side when `parallel`.
+fn both<A: Send, B: Send>(
+    parallel: bool,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if parallel {
+        rayon::join(a, b)
+    } else {
+        (a(), b())
+    }
+}
+
 /// Encodes everything a block writes into one batch, on all cores when `parallel`
-/// (the serial path is the baseline `stave bench` compares against).
+/// (the serial path is the baseline `stave bench` compares against): the block's data,
+/// its receipts, its state and (for an applied state) its transaction index are four
+/// tasks, and the state and the index split further.
 pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBatch {
     let block = input.block;
     let number = block.number().to_be_bytes();
     let hash = block.hash();
-    let receipts = || encode_stored_receipts(input.receipts);
-    // An applied state goes with the transaction index: both are at the flushed height.
+    let data = || {
+        let mut batch = WriteBatch::new();
+        batch.put(Table::Headers, number, alloy_rlp::encode(block.header()));
+        batch.put(Table::BlockNumbers, hash, number);
+        batch.put(Table::Bodies, number, input.body);
+        let bloom = input
+            .receipts
+            .iter()
+            .fold(Bloom::ZERO, |bloom, receipt| bloom | receipt.logs_bloom);
+        batch.put(Table::Blooms, number, bloom);
+        batch.put(Table::Senders, number, input.senders.concat());
+        batch
+    };
+    let receipts = || {
+        let mut batch = WriteBatch::new();
+        batch.put(
+            Table::Receipts,
+            number,
+            encode_stored_receipts(input.receipts),
+        );
+        batch
+    };
     let state = || match input.state {
-        BlockState::Applied(diff) => {
-            let mut ops = state_ops(diff, parallel);
-            let positions = TxPositions::of(block);
-            ops.extend(tx_index_ops(&[(block.number(), &positions)], parallel));
-            ops.push(Op::Put(Table::Meta, FLUSHED_KEY.to_vec(), number.to_vec()));
-            ops
+        BlockState::Applied(diff) => state_ops(diff, parallel),
+        BlockState::Journaled(diff) => {
+            let mut batch = WriteBatch::new();
+            batch.put(Table::StateDiffs, number, encode_stored_diff(diff));
+            batch
         }
-        BlockState::Journaled(diff) => vec![Op::Put(
-            Table::StateDiffs,
-            number.to_vec(),
-            encode_stored_diff(diff),
-        )],
     };
-    let (receipts, state) = if parallel {
-        rayon::join(receipts, state)
-    } else {
-        (receipts(), state())
+    // An applied state goes with the transaction index: both are at the flushed height.
+    let index = || match input.state {
+        BlockState::Applied(_) => {
+            let positions = TxPositions::of(block);
+            let mut batch = tx_index_ops(&[(block.number(), &positions)], parallel);
+            batch.put(Table::Meta, FLUSHED_KEY, number);
+            batch
+        }
+        BlockState::Journaled(_) => WriteBatch::new(),
     };
-    let mut batch = WriteBatch::new();
-    batch.put(Table::Headers, number, alloy_rlp::encode(block.header()));
-    batch.put(Table::BlockNumbers, hash.to_vec(), number);
-    batch.put(Table::Bodies, number, input.body);
-    batch.put(Table::Receipts, number, receipts);
-    let bloom = input
-        .receipts
-        .iter()
-        .fold(Bloom::ZERO, |bloom, receipt| bloom | receipt.logs_bloom);
-    batch.put(Table::Blooms, number, bloom.to_vec());
-    batch.put(Table::Senders, number, input.senders.concat());
-    batch.extend(state);
-    let mut head = number.to_vec();
-    head.extend_from_slice(hash.as_slice());
-    batch.put(Table::Meta, HEAD_KEY, head);
+    let ((mut batch, receipts), (state, index)) = both(
+        parallel,
+        || both(parallel, data, receipts),
+        || both(parallel, state, index),
+    );
+    batch.append(receipts);
+    batch.append(state);
+    batch.append(index);
+    batch.put_parts(Table::Meta, &[HEAD_KEY], &[&number, hash.as_slice()]);
     batch
 }
 

@@ -75,21 +75,50 @@ impl Table {
     }
 }
 
-/// One write of a batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
+/// One write of a batch, as the backend applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op<'a> {
     /// Set a key.
-    Put(Table, Vec<u8>, Vec<u8>),
+    Put(Table, &'a [u8], &'a [u8]),
     /// Remove a key (no error if absent).
-    Delete(Table, Vec<u8>),
+    Delete(Table, &'a [u8]),
     /// Remove every key starting with the prefix (an account's storage).
-    DeletePrefix(Table, Vec<u8>),
+    DeletePrefix(Table, &'a [u8]),
+}
+
+/// What a write does; its bytes are in its segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Put,
+    Delete,
+    DeletePrefix,
+}
+
+/// One write in a [`Segment`]: its key, then its value (empty unless a put), follow the
+/// previous write's bytes.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    kind: Kind,
+    table: Table,
+    key_len: u32,
+    value_len: u32,
+}
+
+/// Writes encoded back to back into one buffer: two allocations for any number of
+/// writes, where a key and a value of their own would take two each.
+#[derive(Debug, Clone, Default)]
+struct Segment {
+    bytes: Vec<u8>,
+    entries: Vec<Entry>,
 }
 
 /// Writes applied together or not at all, in order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// A batch is a list of segments, so batches encoded on other threads join it by moving
+/// their buffers ([`WriteBatch::append`]), not by copying their bytes.
+#[derive(Debug, Clone, Default)]
 pub struct WriteBatch {
-    pub(crate) ops: Vec<Op>,
+    segments: Vec<Segment>,
 }
 
 impl WriteBatch {
@@ -98,36 +127,115 @@ impl WriteBatch {
         Self::default()
     }
 
+    /// An empty batch with room for `writes` writes of `bytes` bytes of keys and values.
+    pub fn with_capacity(writes: usize, bytes: usize) -> Self {
+        Self {
+            segments: vec![Segment {
+                bytes: Vec::with_capacity(bytes),
+                entries: Vec::with_capacity(writes),
+            }],
+        }
+    }
+
+    fn push(&mut self, kind: Kind, table: Table, key: &[&[u8]], value: &[&[u8]]) {
+        if self.segments.is_empty() {
+            self.segments.push(Segment::default());
+        }
+        let segment = self.segments.last_mut().expect("one was just pushed");
+        let mut length = |parts: &[&[u8]]| {
+            parts
+                .iter()
+                .for_each(|part| segment.bytes.extend_from_slice(part));
+            let length: usize = parts.iter().map(|part| part.len()).sum();
+            u32::try_from(length).expect("a key or value under 4 GiB")
+        };
+        let key_len = length(key);
+        let value_len = length(value);
+        segment.entries.push(Entry {
+            kind,
+            table,
+            key_len,
+            value_len,
+        });
+    }
+
     /// Sets `key` to `value` in `table`.
-    pub fn put(&mut self, table: Table, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
-        self.ops.push(Op::Put(table, key.into(), value.into()));
+    pub fn put(&mut self, table: Table, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.put_parts(table, &[key.as_ref()], &[value.as_ref()]);
+    }
+
+    /// Sets the key made of `key`'s parts to the value made of `value`'s parts, without
+    /// joining them first.
+    pub fn put_parts(&mut self, table: Table, key: &[&[u8]], value: &[&[u8]]) {
+        self.push(Kind::Put, table, key, value);
     }
 
     /// Removes `key` from `table` (no error if absent).
-    pub fn delete(&mut self, table: Table, key: impl Into<Vec<u8>>) {
-        self.ops.push(Op::Delete(table, key.into()));
+    pub fn delete(&mut self, table: Table, key: impl AsRef<[u8]>) {
+        self.push(Kind::Delete, table, &[key.as_ref()], &[]);
+    }
+
+    /// Removes the key made of `key`'s parts from `table` (no error if absent).
+    pub fn delete_parts(&mut self, table: Table, key: &[&[u8]]) {
+        self.push(Kind::Delete, table, key, &[]);
     }
 
     /// Removes every key of `table` that starts with `prefix`.
-    pub fn delete_prefix(&mut self, table: Table, prefix: impl Into<Vec<u8>>) {
-        self.ops.push(Op::DeletePrefix(table, prefix.into()));
+    pub fn delete_prefix(&mut self, table: Table, prefix: impl AsRef<[u8]>) {
+        self.push(Kind::DeletePrefix, table, &[prefix.as_ref()], &[]);
     }
 
-    /// Appends writes made elsewhere (for example on another thread).
-    pub fn extend(&mut self, ops: impl IntoIterator<Item = Op>) {
-        self.ops.extend(ops);
+    /// Appends the writes of `other` (for example encoded on another thread) after this
+    /// batch's, moving its buffers.
+    pub fn append(&mut self, other: WriteBatch) {
+        self.segments.extend(
+            other
+                .segments
+                .into_iter()
+                .filter(|segment| !segment.entries.is_empty()),
+        );
     }
 
-    /// Operations in the batch.
+    /// The writes, in order.
+    pub fn ops(&self) -> impl Iterator<Item = Op<'_>> {
+        self.segments.iter().flat_map(|segment| {
+            let mut rest = segment.bytes.as_slice();
+            segment.entries.iter().map(move |entry| {
+                let (key, after_key) = rest.split_at(entry.key_len as usize);
+                let (value, after_value) = after_key.split_at(entry.value_len as usize);
+                rest = after_value;
+                match entry.kind {
+                    Kind::Put => Op::Put(entry.table, key, value),
+                    Kind::Delete => Op::Delete(entry.table, key),
+                    Kind::DeletePrefix => Op::DeletePrefix(entry.table, key),
+                }
+            })
+        })
+    }
+
+    /// Writes in the batch.
     pub fn len(&self) -> usize {
-        self.ops.len()
+        self.segments
+            .iter()
+            .map(|segment| segment.entries.len())
+            .sum()
     }
 
     /// True when the batch holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.len() == 0
     }
 }
+
+/// Batches are equal when they make the same writes in the same order, however their
+/// bytes are split into segments.
+impl PartialEq for WriteBatch {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.ops().eq(other.ops())
+    }
+}
+
+impl Eq for WriteBatch {}
 
 /// A transactional key-value store: reads see only whole batches.
 pub trait KvStore: Send + Sync {
@@ -137,4 +245,52 @@ pub trait KvStore: Send + Sync {
     /// Applies `batch` atomically and durably: when this returns `Ok`, the batch survives a
     /// crash; when it returns `Err` (or the process dies first), none of it is visible.
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_joined_from_parts_makes_the_writes_of_one_built_in_order() {
+        let mut whole = WriteBatch::new();
+        whole.put(Table::Meta, b"head", b"1");
+        whole.delete_prefix(Table::Storage, b"ab");
+        whole.put(Table::Storage, b"abcd", b"");
+        whole.delete(Table::Accounts, b"ab");
+        whole.put(Table::Code, b"c", b"code");
+
+        let mut joined = WriteBatch::new();
+        joined.put_parts(Table::Meta, &[b"he", b"ad"], &[b"1"]);
+        let mut part = WriteBatch::with_capacity(2, 16);
+        part.delete_prefix(Table::Storage, b"ab");
+        part.put_parts(Table::Storage, &[b"ab", b"cd"], &[]);
+        joined.append(part);
+        joined.append(WriteBatch::new());
+        let mut last = WriteBatch::new();
+        last.delete_parts(Table::Accounts, &[b"a", b"b"]);
+        joined.append(last);
+        joined.put(Table::Code, b"c", b"code");
+
+        assert_eq!(joined, whole);
+        assert_eq!(joined.len(), 5);
+        assert_eq!(
+            joined.ops().collect::<Vec<_>>(),
+            [
+                Op::Put(Table::Meta, b"head", b"1"),
+                Op::DeletePrefix(Table::Storage, b"ab"),
+                Op::Put(Table::Storage, b"abcd", b""),
+                Op::Delete(Table::Accounts, b"ab"),
+                Op::Put(Table::Code, b"c", b"code"),
+            ]
+        );
+        let mut swapped = WriteBatch::new();
+        swapped.delete_prefix(Table::Storage, b"ab");
+        swapped.put(Table::Meta, b"head", b"1");
+        swapped.put(Table::Storage, b"abcd", b"");
+        swapped.delete(Table::Accounts, b"ab");
+        swapped.put(Table::Code, b"c", b"code");
+        assert_ne!(swapped, whole, "the same kinds of writes in another order");
+        assert!(WriteBatch::with_capacity(4, 64).is_empty());
+    }
 }

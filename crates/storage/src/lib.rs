@@ -13,7 +13,7 @@
 //! let dir = tempfile::tempdir()?;
 //! let store = LmdbStore::open(dir.path(), 1 << 20)?;
 //! let mut batch = WriteBatch::new();
-//! batch.put(Table::Meta, b"head".to_vec(), 7u64.to_be_bytes().to_vec());
+//! batch.put(Table::Meta, b"head", 7u64.to_be_bytes());
 //! store.write(batch)?;
 //! assert_eq!(store.get(Table::Meta, b"head")?, Some(7u64.to_be_bytes().to_vec()));
 //! # Ok::<(), Box<dyn std::error::Error>>(())

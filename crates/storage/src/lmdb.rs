@@ -174,7 +174,7 @@ impl KvStore for LmdbStore {
 
     fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
         let mut wtxn = self.env.write_txn().map_err(|e| self.error(e))?;
-        for op in &batch.ops {
+        for op in batch.ops() {
             // Dropping `wtxn` on an error path aborts the whole batch.
             match op {
                 Op::Put(table, key, value) => {

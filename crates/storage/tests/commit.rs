@@ -333,16 +333,12 @@ fn a_value_that_does_not_decode_is_reported_as_corrupt_with_its_table() {
     let (_dir, store) = open();
     let address = Address::repeat_byte(0x44);
     let mut batch = stave_storage::WriteBatch::new();
-    batch.put(
-        stave_storage::Table::Accounts,
-        address.to_vec(),
-        vec![1, 2, 3],
-    );
-    batch.put(stave_storage::Table::Meta, b"head".to_vec(), vec![0; 7]);
+    batch.put(stave_storage::Table::Accounts, address, vec![1, 2, 3]);
+    batch.put(stave_storage::Table::Meta, b"head", vec![0; 7]);
     // Senders are 20 bytes each: 41 bytes are two and a torn third.
     batch.put(
         stave_storage::Table::Senders,
-        1u64.to_be_bytes().to_vec(),
+        1u64.to_be_bytes(),
         vec![7; 41],
     );
     store.write(batch).expect("writes");

@@ -9,7 +9,7 @@ fn every_table_round_trips_and_tables_are_separate() {
     let store = LmdbStore::open(dir.path(), 16 << 20).expect("opens");
     let mut batch = WriteBatch::new();
     for (i, table) in Table::ALL.into_iter().enumerate() {
-        batch.put(table, b"key".to_vec(), vec![i as u8; 3]);
+        batch.put(table, b"key", vec![i as u8; 3]);
     }
     store.write(batch).expect("writes");
     for (i, table) in Table::ALL.into_iter().enumerate() {
@@ -22,7 +22,7 @@ fn every_table_round_trips_and_tables_are_separate() {
         assert_eq!(store.get(table, b"other").expect("reads"), None);
     }
     let mut batch = WriteBatch::new();
-    batch.delete(Table::Accounts, b"key".to_vec());
+    batch.delete(Table::Accounts, b"key");
     store.write(batch).expect("writes");
     assert_eq!(store.get(Table::Accounts, b"key").expect("reads"), None);
     assert!(store.get(Table::Code, b"key").expect("reads").is_some());
@@ -34,7 +34,7 @@ fn data_survives_reopening() {
     {
         let store = LmdbStore::open(dir.path(), 16 << 20).expect("opens");
         let mut batch = WriteBatch::new();
-        batch.put(Table::Meta, b"head".to_vec(), 42u64.to_be_bytes().to_vec());
+        batch.put(Table::Meta, b"head", 42u64.to_be_bytes());
         store.write(batch).expect("writes");
     }
     let store = LmdbStore::open(dir.path(), 16 << 20).expect("reopens");
@@ -50,13 +50,13 @@ fn a_full_map_fails_the_whole_batch_with_a_clear_error() {
     let map_size = 1 << 20;
     let store = LmdbStore::open(dir.path(), map_size).expect("opens");
     let mut first = WriteBatch::new();
-    first.put(Table::Meta, b"head".to_vec(), b"1".to_vec());
+    first.put(Table::Meta, b"head", b"1");
     store.write(first).expect("small batch fits");
     // 2 MiB of values into a 1 MiB map, with a marker written first.
     let mut big = WriteBatch::new();
-    big.put(Table::Meta, b"head".to_vec(), b"2".to_vec());
+    big.put(Table::Meta, b"head", b"2");
     for i in 0u32..512 {
-        big.put(Table::Bodies, i.to_be_bytes().to_vec(), vec![7u8; 4096]);
+        big.put(Table::Bodies, i.to_be_bytes(), vec![7u8; 4096]);
     }
     let err = store.write(big).expect_err("does not fit");
     assert!(
@@ -90,7 +90,7 @@ fn every_thread_reads_what_a_write_committed_after_its_earlier_reads() {
             "round {round}: {seen:?}"
         );
         let mut batch = WriteBatch::new();
-        batch.put(Table::Meta, b"round".to_vec(), vec![round]);
+        batch.put(Table::Meta, b"round", vec![round]);
         store.write(batch).expect("write");
         assert_eq!(
             store.get(Table::Meta, b"round").expect("get"),
@@ -105,7 +105,7 @@ fn a_store_read_from_many_threads_closes_and_reopens() {
     for value in 0u8..3 {
         let store = LmdbStore::open(dir.path(), 1 << 30).expect("reopen");
         let mut batch = WriteBatch::new();
-        batch.put(Table::Meta, b"k".to_vec(), vec![value]);
+        batch.put(Table::Meta, b"k", vec![value]);
         store.write(batch).expect("write");
         // Pool threads keep read transactions and outlive the store.
         rayon::broadcast(|_| store.get(Table::Meta, b"k").expect("get"));
