@@ -25,6 +25,65 @@ const CHAIN_ID: u64 = 1337;
 const MNEMONIC: &str = "test test test test test test test test test test test junk";
 
 /// The first of `count` consecutive ports that are all free now.
+/// Sends `signal` to `node`'s process.
+fn signal(node: &Node, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(node.child.id()).expect("a pid");
+    // SAFETY: `kill` only sends a signal to the test's own child process.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "signal {signal}");
+}
+
+#[test]
+fn a_paused_validator_catches_up_from_the_others_when_resumed() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let testnet = Testnet::init(root.path(), 4);
+    let nodes: Vec<Node> = (0..4).map(|i| testnet.launch(i)).collect();
+    let senders: Vec<LocalSigner> = (0..3).map(account).collect();
+    let first: Vec<Value> = senders
+        .iter()
+        .zip(&nodes)
+        .flat_map(|(sender, node)| send_transfers(node, sender, 0, 5))
+        .collect();
+    for node in &nodes {
+        wait_for(
+            "transfers final everywhere",
+            Duration::from_secs(120),
+            || included(node, &first),
+        );
+    }
+    let caught_up_before = counter(&nodes[3].metrics(), "stave_caught_up_blocks_total");
+
+    // SIGSTOP validator 3, as a long pause (swapping, a stalled disk) would: its process
+    // and connections stay, and the others queue what they send it.
+    signal(&nodes[3], libc::SIGSTOP);
+    let more: Vec<Value> = senders
+        .iter()
+        .zip(&nodes)
+        .flat_map(|(sender, node)| send_transfers(node, sender, 5, 5))
+        .collect();
+    for node in &nodes[..3] {
+        wait_for(
+            "transfers final without validator 3",
+            Duration::from_secs(120),
+            || included(node, &more),
+        );
+    }
+    // The blocks it missed are now seconds old: once resumed, it takes them from the
+    // other validators instead of one at a time as its engine hands them over.
+    std::thread::sleep(Duration::from_secs(4));
+    let target = nodes[..3].iter().map(Node::head).min().expect("nodes");
+    signal(&nodes[3], libc::SIGCONT);
+    wait_for("validator 3 to catch up", Duration::from_secs(120), || {
+        nodes[3].head() >= target
+    });
+    assert!(included(&nodes[3], &more));
+    assert_eq!(block_id(&nodes[3], target), block_id(&nodes[0], target));
+    let caught_up = counter(&nodes[3].metrics(), "stave_caught_up_blocks_total");
+    assert!(
+        caught_up > caught_up_before,
+        "blocks caught up: {caught_up_before} before the pause, {caught_up} after"
+    );
+}
+
 fn free_ports(count: u16) -> u16 {
     loop {
         let base = support::free_port();

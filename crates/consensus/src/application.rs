@@ -95,6 +95,9 @@ const POOL_POLL: Duration = Duration::from_millis(10);
 /// How far ahead of this node's clock a proposal's timestamp may be, in seconds (clocks
 /// of validators drift; go-ethereum allows the same).
 const MAX_CLOCK_DRIFT: u64 = 15;
+/// How old, in seconds, a finalized block this node never executed is when it tells that
+/// the node fell behind (it was paused or cut off, not just slow to verify one proposal).
+const BEHIND_AFTER: u64 = 3;
 /// How long a starting chain actor keeps asking for f + 1 answers from the other
 /// validators before it leaves catching up to the engine. Without them the engine cannot
 /// finalize anything either (2f + 1 votes, its own included, need f + 1 others).
@@ -118,11 +121,13 @@ impl StaveApp {
         self
     }
 
-    /// Publishes whether `delivered` (the height of the newest delivered block) is far
-    /// below the finalized tip, and asks the chain actor to catch up when it falls behind.
+    /// Publishes whether `delivered` (the height of the newest delivered block), or the
+    /// head if the chain actor imported further on its own, is far below the finalized
+    /// tip, and asks the chain actor to catch up when it falls behind.
     fn publish_catching_up(&self, delivered: u64) {
         if let Some(flag) = &self.catching_up {
-            let behind = self.tip.load(Ordering::Acquire) > delivered + CATCHING_UP_BLOCKS;
+            let done = delivered.max(self.head.load(Ordering::Acquire));
+            let behind = self.tip.load(Ordering::Acquire) > done + CATCHING_UP_BLOCKS;
             if behind && !flag.swap(behind, Ordering::AcqRel) {
                 // An actor that already ended has nothing to catch up.
                 let _ = self.requests.send(Request::CatchUp);
@@ -354,10 +359,21 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                         continue;
                     }
                     // A block this node never executed: it is catching up, and marshal
-                    // hands over several without waiting for acks. Those already queued
-                    // go through the pipeline as one stream.
+                    // hands over several without waiting for acks. If the block is new
+                    // here and old, the node was away (paused, cut off): it takes what
+                    // the other validators vouch for at once. Then the blocks already
+                    // queued go through the pipeline as one stream (those imported
+                    // meanwhile are only acknowledged).
+                    let behind = block.number() > self.head.load(Ordering::Acquire)
+                        && now().saturating_sub(block.header().timestamp) >= BEHIND_AFTER;
+                    if behind {
+                        tracing::debug!(number = block.number(), "an old finalized block arrived");
+                        queued = self.catch_up()?;
+                    }
                     let mut run = vec![(block, ack)];
-                    while let Ok(request) = self.requests.try_recv() {
+                    while queued.is_none()
+                        && let Ok(request) = self.requests.try_recv()
+                    {
                         match request {
                             Request::Finalized { block, ack }
                                 if !self.speculative.contains_key(&block.hash()) =>

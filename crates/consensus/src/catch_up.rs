@@ -87,21 +87,41 @@ impl OtherValidators {
         }
     }
 
-    /// Every validator's senders of up to `count` blocks from `from`, by validator; those
-    /// that did not answer in time (or answered garbage) are left out.
+    /// The validators' senders of up to `count` blocks from `from`, by validator: every
+    /// answer that came in time (garbage left out), or fewer once f + 1 of them are the
+    /// same (a validator still sending what queued up while this node was away need not
+    /// hold the others up).
     fn ask_senders(&self, from: u64, count: u32) -> Vec<(NodeId, Vec<BlockSenders>)> {
-        self.runtime.block_on(async {
-            let asks = self.peers.iter().map(|peer| async move {
-                let ask = self.gossip.fetch_senders(*peer, from, count);
-                let answer = tokio::time::timeout(ANSWER_TIMEOUT, ask).await;
-                Some((*peer, answer.ok()?.ok()?))
-            });
-            futures::future::join_all(asks)
-                .await
-                .into_iter()
-                .flatten()
-                .collect()
-        })
+        let started = std::time::Instant::now();
+        let answers = self.runtime.block_on(async {
+            let mut asks: futures::stream::FuturesUnordered<_> = self
+                .peers
+                .iter()
+                .map(|peer| async move {
+                    let ask = self.gossip.fetch_senders(*peer, from, count);
+                    let answer = tokio::time::timeout(ANSWER_TIMEOUT, ask).await;
+                    Some((*peer, answer.ok()?.ok()?))
+                })
+                .collect();
+            let mut answers: Vec<(NodeId, Vec<BlockSenders>)> = Vec::new();
+            while let Some(answer) = asks.next().await {
+                answers.extend(answer);
+                let lists: Vec<&[BlockSenders]> =
+                    answers.iter().map(|(_, lists)| lists.as_slice()).collect();
+                if sent_by_quorum(&lists, self.quorum).is_some() {
+                    break;
+                }
+            }
+            answers
+        });
+        tracing::debug!(
+            from,
+            count,
+            answers = answers.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "asked validators for senders"
+        );
+        answers
     }
 
     /// Fetches `count` blocks from `vouched[first..]` (height `from + first` on) from
@@ -175,8 +195,7 @@ impl CatchUpSource for OtherValidators {
         tracing::debug!(
             blocks = blocks.len(),
             agreed = found,
-            answers = answers.len(),
-            "asked validators for senders"
+            "validators vouch for the senders of blocks marshal delivered"
         );
         agreed
     }

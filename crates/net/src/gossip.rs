@@ -327,7 +327,7 @@ impl Gossip {
             }
         };
         let frame = network.frame(ProtocolId::request(GROUP, TXS), 0, Bytes::from(payload));
-        if let Err(error) = network.broadcast(&frame, origin) {
+        if let Err(error) = network.broadcast_bulk(&frame, origin) {
             tracing::warn!(%error, "tx batch not sent");
         }
         metrics::counter!("stave_gossip_txs_sent_total").increment(txs.len() as u64);

@@ -150,6 +150,8 @@ struct Link {
     connection: u64,
     dialer: NodeId,
     outbound: mpsc::Sender<Bytes>,
+    /// Frames written only when `outbound` is empty (see [`Network::broadcast_bulk`]).
+    bulk: mpsc::Sender<Bytes>,
     closed: CancellationToken,
 }
 
@@ -324,6 +326,23 @@ impl Network {
     /// Sends `frame` to every connected peer but `except`, encoding (and compressing) it
     /// once; a peer whose queue is full misses it. Returns how many peers it was queued for.
     pub fn broadcast(&self, frame: &Frame, except: Option<NodeId>) -> Result<usize, NetError> {
+        self.broadcast_on(frame, except, |link| &link.outbound)
+    }
+
+    /// As [`Network::broadcast`], for bulk traffic (transaction gossip): each peer's bulk
+    /// frames wait in a queue of their own, written only when nothing else is queued for
+    /// it. Votes, blocks and answers to requests so never wait behind a backlog of
+    /// gossip, as they would for a peer that stalled and is reading it all back.
+    pub fn broadcast_bulk(&self, frame: &Frame, except: Option<NodeId>) -> Result<usize, NetError> {
+        self.broadcast_on(frame, except, |link| &link.bulk)
+    }
+
+    fn broadcast_on(
+        &self,
+        frame: &Frame,
+        except: Option<NodeId>,
+        lane: fn(&Link) -> &mpsc::Sender<Bytes>,
+    ) -> Result<usize, NetError> {
         let encoded = self.encode(frame)?;
         let targets: Vec<(NodeId, mpsc::Sender<Bytes>)> = self
             .shared
@@ -331,7 +350,7 @@ impl Network {
             .lock()
             .iter()
             .filter(|(id, _)| Some(**id) != except)
-            .map(|(id, link)| (*id, link.outbound.clone()))
+            .map(|(id, link)| (*id, lane(link).clone()))
             .collect();
         let mut queued = 0;
         for (peer, outbound) in targets {
@@ -359,16 +378,18 @@ impl Network {
         let frame = self.frame(protocol_id, packet_type, payload);
         let (sender, receiver) = oneshot::channel();
         self.shared.pending.lock().insert((peer, frame.seq), sender);
-        if let Err(error) = self.send(peer, &frame).await {
-            self.shared.pending.lock().remove(&(peer, frame.seq));
-            return Err(error);
-        }
+        // However this ends (answered, failed, timed out, or the caller stopped waiting),
+        // the response is no longer awaited.
+        let _awaited = Awaited {
+            shared: &self.shared,
+            key: (peer, frame.seq),
+        };
+        self.send(peer, &frame).await?;
         let timeout = self.shared.config.request_timeout;
         match tokio::time::timeout(timeout, receiver).await {
             Ok(Ok(response)) => Ok(response.payload),
             Ok(Err(_)) => Err(NetError::Disconnected(peer)),
             Err(_) => {
-                self.shared.pending.lock().remove(&(peer, frame.seq));
                 self.penalize(peer, Offence::Timeout);
                 Err(NetError::Timeout { peer, timeout })
             }
@@ -421,6 +442,18 @@ impl Network {
     }
 }
 
+/// A request's place among the awaited responses, given up when dropped.
+struct Awaited<'a> {
+    shared: &'a Shared,
+    key: (NodeId, u32),
+}
+
+impl Drop for Awaited<'_> {
+    fn drop(&mut self) {
+        self.shared.pending.lock().remove(&self.key);
+    }
+}
+
 impl Shared {
     fn outbound(&self, peer: &NodeId) -> Option<mpsc::Sender<Bytes>> {
         self.links
@@ -454,6 +487,7 @@ impl Shared {
             return None;
         }
         let (outbound, queue) = mpsc::channel(self.config.send_queue.max(1));
+        let (bulk, bulk_queue) = mpsc::channel(self.config.send_queue.max(1));
         let closed = self.shutdown.child_token();
         let connection = self.connections.fetch_add(1, Ordering::Relaxed);
         {
@@ -473,6 +507,7 @@ impl Shared {
                     connection,
                     dialer,
                     outbound,
+                    bulk,
                     closed: closed.clone(),
                 },
             );
@@ -480,7 +515,12 @@ impl Shared {
         }
         tracing::info!(peer = %short_id(&peer), "peer connected");
         let (reader, writer) = tokio::io::split(stream);
-        tokio::spawn(write_loop(writer, queue, peer, closed.clone()));
+        tokio::spawn(write_loop(
+            writer,
+            (queue, bulk_queue),
+            peer,
+            closed.clone(),
+        ));
         tokio::spawn(read_loop(
             self.clone(),
             reader,
@@ -619,25 +659,31 @@ async fn read_loop(
 /// Bytes of small frames coalesced into one write; see [`write_loop`].
 const WRITE_BUFFER: usize = 64 << 10;
 
+/// Writes what is queued for `peer`: the frames of `queues.0` first, those of the bulk
+/// queue `queues.1` only when the first is empty.
 async fn write_loop(
     writer: tokio::io::WriteHalf<TlsStream<TcpStream>>,
-    mut queue: mpsc::Receiver<Bytes>,
+    queues: (mpsc::Receiver<Bytes>, mpsc::Receiver<Bytes>),
     peer: NodeId,
     closed: CancellationToken,
 ) {
+    let (mut queue, mut bulk) = queues;
     // Small frames (votes, requests) are coalesced; a frame at least this large goes to
     // the TLS stream without first being copied into the buffer.
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER, writer);
     let result: std::io::Result<()> = async {
         loop {
             let first = tokio::select! {
+                biased;
                 () = closed.cancelled() => return Ok(()),
                 first = queue.recv() => first,
+                first = bulk.recv() => first,
             };
             let Some(first) = first else { return Ok(()) };
             write_counted(&mut writer, &first, &peer).await?;
-            // Coalesce what is already queued into one flush.
-            while let Ok(more) = queue.try_recv() {
+            // Coalesce what is already queued into one flush, looking at the first queue
+            // again before each bulk frame.
+            while let Ok(more) = queue.try_recv().or_else(|_| bulk.try_recv()) {
                 write_counted(&mut writer, &more, &peer).await?;
             }
             writer.flush().await?;

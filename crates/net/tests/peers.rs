@@ -7,8 +7,9 @@ mod support;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use stave_net::{
-    FrameConfig, NetError, Offence, ProtocolId, Verdict, encode_frame, frame::VERSION,
+    FrameCodec, FrameConfig, NetError, Offence, ProtocolId, Verdict, encode_frame, frame::VERSION,
 };
 use support::{Chain, LIMIT, eventually};
 use tokio::{
@@ -338,6 +339,63 @@ async fn frames_for_a_late_group_cost_nothing_until_one_of_its_modules_registers
     let _late = server.register(LATE, 1, 8);
     send(2, ban).await;
     eventually("ban", || server.is_banned(&chain.ids[1])).await;
+}
+
+#[tokio::test]
+async fn bulk_frames_wait_while_other_frames_go_first() {
+    let chain = Chain::new(2);
+    let server = chain.start(0, vec![], |_| {}).await;
+    // A peer that reads nothing for now: the server's writes to it back up.
+    let stream = raw_peer(&chain, 1, &server).await;
+    eventually("connection", || server.peers().len() == 1).await;
+    // Far more bulk bytes than the sockets buffer (incompressible, so they stay large),
+    // then one frame on the ordinary queue.
+    const BULK: usize = 600;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut noise = || {
+        let bytes: Vec<u8> = (0..32 << 10)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        Bytes::from(bytes)
+    };
+    for _ in 0..BULK {
+        let frame = server.frame(ProtocolId::request(GROUP, NEWS), 1, noise());
+        assert_eq!(server.broadcast_bulk(&frame, None).expect("encodes"), 1);
+    }
+    let urgent = server.frame(
+        ProtocolId::request(GROUP, NEWS),
+        2,
+        Bytes::from_static(b"vote"),
+    );
+    assert_eq!(server.broadcast(&urgent, None).expect("encodes"), 1);
+
+    // The peer reads now: the ordinary frame comes after the few bulk frames already on
+    // their way, and every bulk frame still arrives.
+    let mut frames =
+        tokio_util::codec::FramedRead::new(stream, FrameCodec::new(FrameConfig::default()));
+    let mut bulk_before = None;
+    let mut bulk = 0;
+    while bulk < BULK || bulk_before.is_none() {
+        let frame = timeout(LIMIT, frames.next())
+            .await
+            .expect("in time")
+            .expect("a frame")
+            .expect("well formed");
+        match frame.packet_type {
+            1 => bulk += 1,
+            _ => bulk_before = Some(bulk),
+        }
+    }
+    let bulk_before = bulk_before.expect("the ordinary frame arrived");
+    assert!(
+        bulk_before < BULK / 2,
+        "{bulk_before} of {BULK} bulk frames went before the ordinary one"
+    );
 }
 
 /// Opens a raw TLS connection to `network` as node `i` of `chain`, bypassing its own
