@@ -98,6 +98,41 @@ const MAX_CLOCK_DRIFT: u64 = 15;
 /// How old, in seconds, a finalized block this node never executed is when it tells that
 /// the node fell behind (it was paused or cut off, not just slow to verify one proposal).
 const BEHIND_AFTER: u64 = 3;
+/// How long the chain actor waits for a request before it looks whether its head has
+/// stood still for [`BEHIND_AFTER`] seconds.
+const IDLE_CHECK: Duration = Duration::from_millis(500);
+
+/// Since when the head has stood still, for a chain actor that waits for requests.
+struct Idle {
+    head: u64,
+    since: Instant,
+    period: Duration,
+}
+
+impl Idle {
+    /// Watches a head now at `head`, standing still counting after `period`.
+    fn new(head: u64, period: Duration) -> Self {
+        Self {
+            head,
+            since: Instant::now(),
+            period,
+        }
+    }
+
+    /// True when the head is still `head` after the period (the wait starts over after
+    /// each true, so a stalled chain is asked about once per period).
+    fn stalled(&mut self, head: u64) -> bool {
+        if head != self.head {
+            *self = Self::new(head, self.period);
+            return false;
+        }
+        if self.since.elapsed() < self.period {
+            return false;
+        }
+        self.since = Instant::now();
+        true
+    }
+}
 /// How long a starting chain actor keeps asking for f + 1 answers from the other
 /// validators before it leaves catching up to the engine. Without them the engine cannot
 /// finalize anything either (2f + 1 votes, its own included, need f + 1 others).
@@ -320,7 +355,29 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
     /// without it).
     pub fn run(mut self) -> Result<(), ImportError> {
         let mut queued = self.catch_up()?;
-        while let Some(request) = queued.take().or_else(|| self.requests.recv().ok()) {
+        let mut idle = Idle::new(
+            self.head.load(Ordering::Acquire),
+            Duration::from_secs(BEHIND_AFTER),
+        );
+        loop {
+            let request = match queued.take() {
+                Some(request) => request,
+                None => match self.requests.recv_timeout(IDLE_CHECK) {
+                    Ok(request) => request,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        // No request for a while and the head has not moved for long: the
+                        // node may have been paused while the others went on (they
+                        // finalize a block every few hundred ms under load). The engine
+                        // tells it only block by block, after replaying what it missed;
+                        // the other validators vouch for the blocks at once.
+                        if idle.stalled(self.head.load(Ordering::Acquire)) {
+                            queued = self.catch_up()?;
+                        }
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                },
+            };
             match request {
                 Request::Stop => break,
                 Request::CatchUp => queued = self.catch_up()?,
@@ -648,6 +705,22 @@ mod tests {
     use stave_primitives::{Block, Header};
 
     use super::*;
+
+    #[test]
+    fn a_head_counts_as_stalled_once_per_period_it_stands_still() {
+        let period = Duration::from_millis(40);
+        let mut idle = Idle::new(7, period);
+        assert!(!idle.stalled(7), "not before the period");
+        std::thread::sleep(period);
+        assert!(idle.stalled(7));
+        assert!(!idle.stalled(7), "the period starts over");
+        std::thread::sleep(period);
+        // A head that moved starts the wait over.
+        assert!(!idle.stalled(8));
+        assert!(!idle.stalled(8));
+        std::thread::sleep(period);
+        assert!(idle.stalled(8));
+    }
 
     fn app(head: u64) -> (StaveApp, Arc<AtomicBool>, mpsc::Receiver<Request>) {
         let (requests, received) = mpsc::channel();
