@@ -788,5 +788,14 @@ mod tests {
         app.report(tip(20 + CATCHING_UP_BLOCKS));
         assert!(catching_up());
         assert_eq!(catch_ups(), 1);
+        // The chain actor imported up to the tip on its own: marshal's deliveries of those
+        // blocks, far below the tip, do not count as falling behind again.
+        app.head.store(20 + CATCHING_UP_BLOCKS, Ordering::Release);
+        app.report(block(12));
+        assert!(!catching_up());
+        app.report(block(13));
+        app.report(tip(21 + CATCHING_UP_BLOCKS));
+        assert!(!catching_up());
+        assert_eq!(catch_ups(), 0);
     }
 }
