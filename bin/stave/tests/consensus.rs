@@ -38,35 +38,15 @@ fn a_paused_validator_catches_up_from_the_others_when_resumed() {
     let testnet = Testnet::init(root.path(), 4);
     let nodes: Vec<Node> = (0..4).map(|i| testnet.launch(i)).collect();
     let senders: Vec<LocalSigner> = (0..3).map(account).collect();
-    let first: Vec<Value> = senders
-        .iter()
-        .zip(&nodes)
-        .flat_map(|(sender, node)| send_transfers(node, sender, 0, 5))
-        .collect();
-    for node in &nodes {
-        wait_for(
-            "transfers final everywhere",
-            Duration::from_secs(120),
-            || included(node, &first),
-        );
-    }
+    let first = send_beside(&senders, &nodes, 0, 5);
+    wait_final(&nodes, &first, "transfers final everywhere");
     let caught_up_before = counter(&nodes[3].metrics(), "stave_caught_up_blocks_total");
 
     // SIGSTOP validator 3, as a long pause (swapping, a stalled disk) would: its process
     // and connections stay, and the others queue what they send it.
     signal(&nodes[3], libc::SIGSTOP);
-    let more: Vec<Value> = senders
-        .iter()
-        .zip(&nodes)
-        .flat_map(|(sender, node)| send_transfers(node, sender, 5, 5))
-        .collect();
-    for node in &nodes[..3] {
-        wait_for(
-            "transfers final without validator 3",
-            Duration::from_secs(120),
-            || included(node, &more),
-        );
-    }
+    let more = send_beside(&senders, &nodes, 5, 5);
+    wait_final(&nodes[..3], &more, "transfers final without validator 3");
     // The blocks it missed are now seconds old: once resumed, it takes them from the
     // other validators instead of one at a time as its engine hands them over.
     std::thread::sleep(Duration::from_secs(4));
@@ -186,6 +166,23 @@ fn included(node: &Node, hashes: &[Value]) -> bool {
     })
 }
 
+/// Sends `count` transfers (nonces from `first`) from each of `senders` to the node at the
+/// same place in `nodes`, as far as both go; returns their hashes.
+fn send_beside(senders: &[LocalSigner], nodes: &[Node], first: u64, count: u64) -> Vec<Value> {
+    senders
+        .iter()
+        .zip(nodes)
+        .flat_map(|(sender, node)| send_transfers(node, sender, first, count))
+        .collect()
+}
+
+/// Waits until every one of `hashes` is final on each of `nodes`.
+fn wait_final(nodes: &[Node], hashes: &[Value], what: &str) {
+    for node in nodes {
+        wait_for(what, Duration::from_secs(120), || included(node, hashes));
+    }
+}
+
 /// (hash, state root) of block `number` on `node`.
 fn block_id(node: &Node, number: u64) -> (Value, Value) {
     let block = node.result(
@@ -216,13 +213,7 @@ fn four_validators_agree_under_load_and_a_killed_one_catches_up() {
     for (i, sender) in senders.iter().enumerate() {
         hashes.extend(send_transfers(&nodes[i % 4], sender, 0, 10));
     }
-    for node in &nodes {
-        wait_for(
-            "all transfers final on every validator",
-            Duration::from_secs(120),
-            || included(node, &hashes),
-        );
-    }
+    wait_final(&nodes, &hashes, "all transfers final on every validator");
     let head = nodes.iter().map(Node::head).min().expect("nodes");
     let reference = block_id(&nodes[0], head);
     assert!(!reference.0.is_null());
@@ -232,18 +223,8 @@ fn four_validators_agree_under_load_and_a_killed_one_catches_up() {
 
     // SIGKILL validator 3: three of four are a quorum and keep finalizing.
     drop(nodes.pop());
-    let more: Vec<Value> = senders[..3]
-        .iter()
-        .zip(&nodes)
-        .flat_map(|(sender, node)| send_transfers(node, sender, 10, 5))
-        .collect();
-    for node in &nodes {
-        wait_for(
-            "transfers final without validator 3",
-            Duration::from_secs(120),
-            || included(node, &more),
-        );
-    }
+    let more = send_beside(&senders[..3], &nodes, 10, 5);
+    wait_final(&nodes, &more, "transfers final without validator 3");
 
     // Restarted, it catches up to the same chain.
     let target = nodes.iter().map(Node::head).min().expect("nodes");

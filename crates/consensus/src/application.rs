@@ -101,38 +101,6 @@ const BEHIND_AFTER: u64 = 3;
 /// How long the chain actor waits for a request before it looks whether its head has
 /// stood still for [`BEHIND_AFTER`] seconds.
 const IDLE_CHECK: Duration = Duration::from_millis(500);
-
-/// Since when the head has stood still, for a chain actor that waits for requests.
-struct Idle {
-    head: u64,
-    since: Instant,
-    period: Duration,
-}
-
-impl Idle {
-    /// Watches a head now at `head`, standing still counting after `period`.
-    fn new(head: u64, period: Duration) -> Self {
-        Self {
-            head,
-            since: Instant::now(),
-            period,
-        }
-    }
-
-    /// True when the head is still `head` after the period (the wait starts over after
-    /// each true, so a stalled chain is asked about once per period).
-    fn stalled(&mut self, head: u64) -> bool {
-        if head != self.head {
-            *self = Self::new(head, self.period);
-            return false;
-        }
-        if self.since.elapsed() < self.period {
-            return false;
-        }
-        self.since = Instant::now();
-        true
-    }
-}
 /// How long a starting chain actor keeps asking for f + 1 answers from the other
 /// validators before it leaves catching up to the engine. Without them the engine cannot
 /// finalize anything either (2f + 1 votes, its own included, need f + 1 others).
@@ -280,6 +248,38 @@ impl Reporter for StaveApp {
                 }
             }
         }
+    }
+}
+
+/// Since when the head has stood still, for a chain actor that waits for requests.
+struct Idle {
+    head: u64,
+    since: Instant,
+    period: Duration,
+}
+
+impl Idle {
+    /// Watches a head now at `head`, standing still counting after `period`.
+    fn new(head: u64, period: Duration) -> Self {
+        Self {
+            head,
+            since: Instant::now(),
+            period,
+        }
+    }
+
+    /// True when the head is still `head` after the period (the wait starts over after
+    /// each true, so a stalled chain is asked about once per period).
+    fn stalled(&mut self, head: u64) -> bool {
+        if head != self.head {
+            *self = Self::new(head, self.period);
+            return false;
+        }
+        if self.since.elapsed() < self.period {
+            return false;
+        }
+        self.since = Instant::now();
+        true
     }
 }
 

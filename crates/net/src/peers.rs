@@ -515,12 +515,7 @@ impl Shared {
         }
         tracing::info!(peer = %short_id(&peer), "peer connected");
         let (reader, writer) = tokio::io::split(stream);
-        tokio::spawn(write_loop(
-            writer,
-            (queue, bulk_queue),
-            peer,
-            closed.clone(),
-        ));
+        tokio::spawn(write_loop(writer, queue, bulk_queue, peer, closed.clone()));
         tokio::spawn(read_loop(
             self.clone(),
             reader,
@@ -659,15 +654,15 @@ async fn read_loop(
 /// Bytes of small frames coalesced into one write; see [`write_loop`].
 const WRITE_BUFFER: usize = 64 << 10;
 
-/// Writes what is queued for `peer`: the frames of `queues.0` first, those of the bulk
-/// queue `queues.1` only when the first is empty.
+/// Writes what is queued for `peer`: the frames of `queue` first, those of `bulk` only
+/// when `queue` is empty.
 async fn write_loop(
     writer: tokio::io::WriteHalf<TlsStream<TcpStream>>,
-    queues: (mpsc::Receiver<Bytes>, mpsc::Receiver<Bytes>),
+    mut queue: mpsc::Receiver<Bytes>,
+    mut bulk: mpsc::Receiver<Bytes>,
     peer: NodeId,
     closed: CancellationToken,
 ) {
-    let (mut queue, mut bulk) = queues;
     // Small frames (votes, requests) are coalesced; a frame at least this large goes to
     // the TLS stream without first being copied into the buffer.
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER, writer);

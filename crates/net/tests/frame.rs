@@ -1,12 +1,15 @@
 //! The frame codec: round trips, compression above the threshold, and every hostile case
 //! refused with its typed error before anything large is buffered or allocated.
 
+mod support;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use proptest::prelude::*;
 use stave_net::{
     Frame, FrameCodec, FrameConfig, FrameError, ProtocolId, encode_frame,
     frame::{COMPRESSED, HEADER_LEN, VERSION},
 };
+use support::incompressible;
 use tokio_util::codec::{Decoder, Encoder};
 
 fn frame(payload: Vec<u8>) -> Frame {
@@ -145,15 +148,7 @@ fn the_default_limits_admit_a_whole_block_however_it_compresses() {
         .admits_payload(message)
     );
     // Random bytes do not compress: the frame still fits.
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let payload: Vec<u8> = (0..message)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect();
+    let payload = incompressible(message);
     let wire = encode_frame(&frame(payload.clone()), &config).expect("encodes");
     let decoded = decode_all(&mut FrameCodec::new(config), &wire)
         .expect("valid")

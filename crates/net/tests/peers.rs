@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use stave_net::{
     FrameCodec, FrameConfig, NetError, Offence, ProtocolId, Verdict, encode_frame, frame::VERSION,
 };
-use support::{Chain, LIMIT, eventually};
+use support::{Chain, LIMIT, eventually, incompressible};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
@@ -351,20 +351,9 @@ async fn bulk_frames_wait_while_other_frames_go_first() {
     // Far more bulk bytes than the sockets buffer (incompressible, so they stay large),
     // then one frame on the ordinary queue.
     const BULK: usize = 600;
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut noise = || {
-        let bytes: Vec<u8> = (0..32 << 10)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
-        Bytes::from(bytes)
-    };
+    let noise = Bytes::from(incompressible(32 << 10));
     for _ in 0..BULK {
-        let frame = server.frame(ProtocolId::request(GROUP, NEWS), 1, noise());
+        let frame = server.frame(ProtocolId::request(GROUP, NEWS), 1, noise.clone());
         assert_eq!(server.broadcast_bulk(&frame, None).expect("encodes"), 1);
     }
     let urgent = server.frame(

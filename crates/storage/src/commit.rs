@@ -205,8 +205,12 @@ pub fn storage(store: &dyn KvStore, address: Address, slot: U256) -> Result<U256
     Ok(value.unwrap_or_default())
 }
 
-fn storage_key(address: Address, slot: U256) -> Vec<u8> {
-    [address.as_slice(), &slot.to_be_bytes::<32>()].concat()
+/// A `Storage` key: address ‖ slot.
+fn storage_key(address: Address, slot: U256) -> [u8; 52] {
+    let mut key = [0; 52];
+    key[..20].copy_from_slice(address.as_slice());
+    key[20..].copy_from_slice(&slot.to_be_bytes::<32>());
+    key
 }
 
 /// Runs `encode` over `items` into one batch, on all cores when `parallel`: each task
@@ -247,11 +251,11 @@ fn account_ops((address, change): &(&Address, &AccountDiff), batch: &mut WriteBa
         None => batch.delete(Table::Accounts, address),
     }
     for (slot, value) in &change.storage {
-        let key: [&[u8]; 2] = [address.as_slice(), &slot.to_be_bytes::<32>()];
+        let key = storage_key(**address, *slot);
         if value.is_zero() {
-            batch.delete_parts(Table::Storage, &key);
+            batch.delete(Table::Storage, key);
         } else {
-            batch.put_parts(Table::Storage, &key, &[&value.to_be_bytes::<32>()]);
+            batch.put(Table::Storage, key, value.to_be_bytes::<32>());
         }
     }
 }

@@ -141,16 +141,19 @@ impl WriteBatch {
         if self.segments.is_empty() {
             self.segments.push(Segment::default());
         }
-        let segment = self.segments.last_mut().expect("one was just pushed");
-        let mut length = |parts: &[&[u8]]| {
-            parts
-                .iter()
-                .for_each(|part| segment.bytes.extend_from_slice(part));
-            let length: usize = parts.iter().map(|part| part.len()).sum();
-            u32::try_from(length).expect("a key or value under 4 GiB")
+        let segment = self
+            .segments
+            .last_mut()
+            .expect("a batch has a segment to write to");
+        let mut write = |parts: &[&[u8]]| {
+            let start = segment.bytes.len();
+            for part in parts {
+                segment.bytes.extend_from_slice(part);
+            }
+            u32::try_from(segment.bytes.len() - start).expect("a key or value under 4 GiB")
         };
-        let key_len = length(key);
-        let value_len = length(value);
+        let key_len = write(key);
+        let value_len = write(value);
         segment.entries.push(Entry {
             kind,
             table,
@@ -173,11 +176,6 @@ impl WriteBatch {
     /// Removes `key` from `table` (no error if absent).
     pub fn delete(&mut self, table: Table, key: impl AsRef<[u8]>) {
         self.push(Kind::Delete, table, &[key.as_ref()], &[]);
-    }
-
-    /// Removes the key made of `key`'s parts from `table` (no error if absent).
-    pub fn delete_parts(&mut self, table: Table, key: &[&[u8]]) {
-        self.push(Kind::Delete, table, key, &[]);
     }
 
     /// Removes every key of `table` that starts with `prefix`.
@@ -268,7 +266,7 @@ mod tests {
         joined.append(part);
         joined.append(WriteBatch::new());
         let mut last = WriteBatch::new();
-        last.delete_parts(Table::Accounts, &[b"a", b"b"]);
+        last.delete(Table::Accounts, b"ab");
         joined.append(last);
         joined.put(Table::Code, b"c", b"code");
 

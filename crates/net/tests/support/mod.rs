@@ -1,5 +1,5 @@
-//! Loopback networks for the peer-manager and gossip tests: one chain CA, nodes with
-//! certificates from it, started on free ports.
+//! Shared by the network tests: loopback networks (one chain CA, nodes with
+//! certificates from it, started on free ports) and incompressible payloads.
 
 #![allow(dead_code)] // Each test file uses part of this.
 
@@ -84,4 +84,17 @@ pub async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
         assert!(start.elapsed() < LIMIT, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// `len` pseudo-random bytes (xorshift, fixed seed): data Snappy cannot shrink.
+pub fn incompressible(len: usize) -> Vec<u8> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
 }
