@@ -33,22 +33,23 @@ fn signal(node: &Node, signal: libc::c_int) {
 }
 
 #[test]
-fn a_paused_validator_catches_up_from_the_others_when_resumed() {
+fn a_paused_validator_reaches_the_others_head_when_resumed() {
     let root = tempfile::tempdir().expect("tempdir");
     let testnet = Testnet::init(root.path(), 4);
     let nodes: Vec<Node> = (0..4).map(|i| testnet.launch(i)).collect();
     let senders: Vec<LocalSigner> = (0..3).map(account).collect();
     let first = send_beside(&senders, &nodes, 0, 5);
     wait_final(&nodes, &first, "transfers final everywhere");
-    let caught_up_before = counter(&nodes[3].metrics(), "stave_caught_up_blocks_total");
 
     // SIGSTOP validator 3, as a long pause (swapping, a stalled disk) would: its process
     // and connections stay, and the others queue what they send it.
     signal(&nodes[3], libc::SIGSTOP);
     let more = send_beside(&senders, &nodes, 5, 5);
     wait_final(&nodes[..3], &more, "transfers final without validator 3");
-    // The blocks it missed are now seconds old: once resumed, it takes them from the
-    // other validators instead of one at a time as its engine hands them over.
+    // The blocks it missed are now seconds old. Once resumed it gets them whichever way
+    // comes first: a catch-up from the other validators (an old finalized block, or its
+    // head standing still), marshal's deliveries, or the ancestors of a proposal it is
+    // asked to verify; which one wins depends on timing, so only the outcome is checked.
     std::thread::sleep(Duration::from_secs(4));
     let target = nodes[..3].iter().map(Node::head).min().expect("nodes");
     signal(&nodes[3], libc::SIGCONT);
@@ -57,11 +58,6 @@ fn a_paused_validator_catches_up_from_the_others_when_resumed() {
     });
     assert!(included(&nodes[3], &more));
     assert_eq!(block_id(&nodes[3], target), block_id(&nodes[0], target));
-    let caught_up = counter(&nodes[3].metrics(), "stave_caught_up_blocks_total");
-    assert!(
-        caught_up > caught_up_before,
-        "blocks caught up: {caught_up_before} before the pause, {caught_up} after"
-    );
 }
 
 fn free_ports(count: u16) -> u16 {
