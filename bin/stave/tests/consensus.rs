@@ -10,6 +10,7 @@ use std::{
     net::TcpListener,
     path::{Path, PathBuf},
     process::{Command, Stdio},
+    sync::{Mutex, MutexGuard, PoisonError},
     time::{Duration, Instant},
 };
 
@@ -75,16 +76,26 @@ fn free_ports(count: u16) -> u16 {
     }
 }
 
+/// Held by the testnet of the running test: one testnet at a time. Ports are chosen free
+/// well before the nodes bind them, and another testnet's nodes, dialling each other,
+/// could meanwhile take one as the local port of a connection (a node that then cannot
+/// bind never starts); 4-node testnets side by side also crowd the 2 cores.
+static ONE_TESTNET: Mutex<()> = Mutex::new(());
+
 /// Ports and directory of a testnet made by `stave testnet init`.
 struct Testnet {
     dir: PathBuf,
     rpc: u16,
     metrics: u16,
+    /// Declared in the tests before their nodes, so it is released after they stop.
+    _alone: MutexGuard<'static, ()>,
 }
 
 impl Testnet {
     /// `stave testnet init --nodes N` into `dir` on free ports, blocks every 200 ms.
     fn init(dir: &Path, nodes: u16) -> Self {
+        // A test that failed while holding it leaves nothing to repair.
+        let alone = ONE_TESTNET.lock().unwrap_or_else(PoisonError::into_inner);
         let (rpc, metrics, p2p) = (free_ports(nodes), free_ports(nodes), free_ports(nodes));
         let output = Command::new(env!("CARGO_BIN_EXE_stave"))
             .args(["testnet", "init", "--nodes", &nodes.to_string(), "--dir"])
@@ -104,6 +115,7 @@ impl Testnet {
             dir: dir.to_path_buf(),
             rpc,
             metrics,
+            _alone: alone,
         }
     }
 
