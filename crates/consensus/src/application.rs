@@ -83,7 +83,25 @@ pub struct StaveApp {
     idle_wait: Duration,
     /// The highest finalized height marshal has reported.
     tip: Arc<AtomicU64>,
-    catching_up: Option<Arc<AtomicBool>>,
+    catching_up: Option<Arc<CatchingUp>>,
+}
+
+/// Whether a validator is catching up, as two of its parts see it: [`StaveApp`] when
+/// marshal's finalized tip runs far above the blocks it delivered, the [`ChainActor`]
+/// while it imports the blocks the other validators vouch for. Each sets only its own
+/// half, so neither clears what the other saw. The node ignores transaction gossip
+/// while either is set.
+#[derive(Debug, Default)]
+pub struct CatchingUp {
+    tip_ahead: AtomicBool,
+    importing: AtomicBool,
+}
+
+impl CatchingUp {
+    /// True while the node is catching up.
+    pub fn get(&self) -> bool {
+        self.tip_ahead.load(Ordering::Acquire) || self.importing.load(Ordering::Acquire)
+    }
 }
 
 /// How far the finalized tip may run ahead of the blocks marshal has delivered before a
@@ -112,14 +130,14 @@ const CATCH_UP_RETRY: Duration = Duration::from_millis(50);
 const FRUITLESS_ROUNDS: u32 = 3;
 
 impl StaveApp {
-    /// Keeps `flag` set while the finalized tip marshal reports is more than
+    /// Keeps its half of `flag` set while the finalized tip marshal reports is more than
     /// [`CATCHING_UP_BLOCKS`] above the blocks it has delivered: the node is catching up,
     /// and may ignore transaction gossip meanwhile (those transactions are most likely in
     /// the blocks it lacks, and admitting them would recover their signatures for
     /// nothing), as go-ethereum's pool does while it syncs. When the flag goes up, the
     /// chain actor is asked to catch up from the other validators
     /// ([`ChainActor::with_catch_up`]) rather than wait for marshal's backfill.
-    pub fn with_catching_up(mut self, flag: Arc<AtomicBool>) -> Self {
+    pub fn with_catching_up(mut self, flag: Arc<CatchingUp>) -> Self {
         self.catching_up = Some(flag);
         self
     }
@@ -131,11 +149,11 @@ impl StaveApp {
         if let Some(flag) = &self.catching_up {
             let done = delivered.max(self.head.load(Ordering::Acquire));
             let behind = self.tip.load(Ordering::Acquire) > done + CATCHING_UP_BLOCKS;
-            if behind && !flag.swap(behind, Ordering::AcqRel) {
+            if behind && !flag.tip_ahead.swap(behind, Ordering::AcqRel) {
                 // An actor that already ended has nothing to catch up.
                 let _ = self.requests.send(Request::CatchUp);
             } else {
-                flag.store(behind, Ordering::Release);
+                flag.tip_ahead.store(behind, Ordering::Release);
             }
         }
     }
@@ -297,7 +315,7 @@ pub struct ChainActor<'s, F> {
 /// Where a chain actor catches up from, and the flag it keeps set meanwhile.
 struct CatchUp {
     source: Box<dyn CatchUpSource>,
-    catching_up: Arc<AtomicBool>,
+    catching_up: Arc<CatchingUp>,
 }
 
 /// A chain actor over `producer` (whose txpool is `pool`) and the engine's handle on it.
@@ -340,7 +358,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
     pub fn with_catch_up(
         mut self,
         source: Box<dyn CatchUpSource>,
-        catching_up: Arc<AtomicBool>,
+        catching_up: Arc<CatchingUp>,
     ) -> Self {
         self.catch_up = Some(CatchUp {
             source,
@@ -360,21 +378,19 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             Duration::from_secs(BEHIND_AFTER),
         );
         loop {
+            // The head has not moved for long: the node may have been paused while the
+            // others went on (they finalize a block every few hundred ms under load). The
+            // engine tells it only block by block, after replaying what it missed (its
+            // requests meanwhile are for views long gone); the other validators vouch for
+            // the blocks at once.
+            if queued.is_none() && idle.stalled(self.head.load(Ordering::Acquire)) {
+                queued = self.catch_up()?;
+            }
             let request = match queued.take() {
                 Some(request) => request,
                 None => match self.requests.recv_timeout(IDLE_CHECK) {
                     Ok(request) => request,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        // No request for a while and the head has not moved for long: the
-                        // node may have been paused while the others went on (they
-                        // finalize a block every few hundred ms under load). The engine
-                        // tells it only block by block, after replaying what it missed;
-                        // the other validators vouch for the blocks at once.
-                        if idle.stalled(self.head.load(Ordering::Acquire)) {
-                            queued = self.catch_up()?;
-                        }
-                        continue;
-                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 },
             };
@@ -397,10 +413,17 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                     ancestors,
                     reply,
                 } => {
+                    let started = Instant::now();
                     let verdict = self.verify(&ancestors, &block);
                     if let Err(error) = &verdict {
                         tracing::warn!(number = block.number(), hash = %block.hash(), %error, "refused a proposal");
                     }
+                    tracing::debug!(
+                        number = block.number(),
+                        ancestors = ancestors.len(),
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "verified a proposal"
+                    );
                     let _ = reply.send(verdict.is_ok());
                 }
                 Request::Finalized { block, ack } => {
@@ -443,7 +466,14 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                             }
                         }
                     }
+                    let (first, blocks, started) = (run[0].0.number(), run.len(), Instant::now());
                     self.follow(run)?;
+                    tracing::debug!(
+                        first,
+                        blocks,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "imported finalized blocks it never executed"
+                    );
                 }
             }
         }
@@ -465,7 +495,10 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         let mut imported = 0;
         let mut fruitless = 0;
         // Transactions peers gossip meanwhile are most likely in the blocks it lacks.
-        catch_up.catching_up.store(true, Ordering::Release);
+        catch_up
+            .catching_up
+            .importing
+            .store(true, Ordering::Release);
         let result = loop {
             let (head, _) = self.producer.head()?;
             match catch_up.source.vouched(head + 1) {
@@ -493,7 +526,10 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                 None => break Ok(None),
             }
         };
-        catch_up.catching_up.store(false, Ordering::Release);
+        catch_up
+            .catching_up
+            .importing
+            .store(false, Ordering::Release);
         metrics::counter!("stave_caught_up_blocks_total").increment(imported as u64);
         tracing::info!(
             blocks = imported,
@@ -722,11 +758,11 @@ mod tests {
         assert!(idle.stalled(8));
     }
 
-    fn app(head: u64) -> (StaveApp, Arc<AtomicBool>, mpsc::Receiver<Request>) {
+    fn app(head: u64) -> (StaveApp, Arc<CatchingUp>, mpsc::Receiver<Request>) {
         let (requests, received) = mpsc::channel();
         let cache = Arc::new(stave_verify::SenderCache::new(16));
         let pool = TxPool::new(stave_txpool::PoolConfig::new(1, 30_000_000), cache);
-        let flag = Arc::new(AtomicBool::new(false));
+        let flag = Arc::new(CatchingUp::default());
         let app = StaveApp {
             requests,
             head: Arc::new(AtomicU64::new(head)),
@@ -762,7 +798,7 @@ mod tests {
     #[test]
     fn a_node_far_below_the_finalized_tip_catches_up_until_its_blocks_arrive() {
         let (mut app, flag, requests) = app(10);
-        let catching_up = || flag.load(Ordering::Acquire);
+        let catching_up = || flag.get();
         // The chain actor is asked to catch up each time the node falls behind, once.
         let catch_ups = || {
             requests
@@ -797,5 +833,18 @@ mod tests {
         app.report(tip(21 + CATCHING_UP_BLOCKS));
         assert!(!catching_up());
         assert_eq!(catch_ups(), 0);
+    }
+
+    #[test]
+    fn marshal_clearing_its_half_leaves_the_chain_actors_catching_up_set() {
+        let (mut app, flag, _requests) = app(10);
+        flag.importing.store(true, Ordering::Release);
+        // Marshal sees the node within reach of the tip while the actor still imports.
+        app.report(block(11));
+        assert!(flag.get());
+        flag.importing.store(false, Ordering::Release);
+        assert!(!flag.get());
+        app.report(tip(12 + CATCHING_UP_BLOCKS));
+        assert!(flag.get(), "either half is enough");
     }
 }

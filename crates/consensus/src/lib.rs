@@ -20,7 +20,7 @@ pub mod engine;
 pub mod keys;
 pub mod transport;
 
-pub use application::{ChainActor, StaveApp, chain_actor};
+pub use application::{CatchingUp, ChainActor, StaveApp, chain_actor};
 pub use block::ConsensusBlock;
 pub use catch_up::{CatchUpSource, OtherValidators};
 pub use engine::{ValidatorConfig, run_validator};

@@ -73,6 +73,11 @@ pub struct NetworkConfig {
     pub backoff_max: Duration,
     /// Frames queued for one peer before sends to it fail (or wait).
     pub send_queue: usize,
+    /// Bulk frames (transaction gossip, see [`Network::broadcast_bulk`]) queued for one
+    /// peer before more are dropped. Gossip is best effort: a peer that stalls (paused,
+    /// overloaded) gets the transactions in blocks anyway, and should not have to read
+    /// back everything sent while it was away before it can catch up.
+    pub bulk_queue: usize,
     /// Groups whose modules register only after the network has started (a validator's
     /// consensus channels, once its engine is built): until one of a group's modules
     /// registers, frames for the group are dropped without costing the peer points, since
@@ -93,6 +98,7 @@ impl NetworkConfig {
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(30),
             send_queue: 1024,
+            bulk_queue: 64,
             late_groups: Vec::new(),
         }
     }
@@ -487,7 +493,7 @@ impl Shared {
             return None;
         }
         let (outbound, queue) = mpsc::channel(self.config.send_queue.max(1));
-        let (bulk, bulk_queue) = mpsc::channel(self.config.send_queue.max(1));
+        let (bulk, bulk_queue) = mpsc::channel(self.config.bulk_queue.max(1));
         let closed = self.shutdown.child_token();
         let connection = self.connections.fetch_add(1, Ordering::Relaxed);
         {

@@ -116,7 +116,8 @@ pub fn dev_spec() -> anyhow::Result<(ChainSpec, Vec<(String, String)>)> {
     Ok((ChainSpec::from_genesis(genesis)?, accounts))
 }
 
-fn unix_seconds() -> u64 {
+/// Seconds since the Unix epoch, as block timestamps count them.
+pub(super) fn unix_seconds() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs())
@@ -229,7 +230,15 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
                     Some(_) => vec![stave_consensus::transport::GROUP],
                     None => Vec::new(),
                 };
-                let p2p = p2p::start(p2p_config, &base, view.clone(), pool.clone(), late_groups);
+                let admission = p2p::Admission {
+                    view: view.clone(),
+                    pool: pool.clone(),
+                    head_stale_after: config
+                        .consensus
+                        .as_ref()
+                        .map(|consensus| consensus.head_stale_after(block_time)),
+                };
+                let p2p = p2p::start(p2p_config, &base, admission, late_groups);
                 Some(p2p.await?)
             }
             None => None,

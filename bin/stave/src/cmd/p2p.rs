@@ -19,6 +19,7 @@ use std::{
 use anyhow::Context;
 use bytes::Bytes;
 use serde::Deserialize;
+use stave_consensus::CatchingUp;
 use stave_net::{
     BlockSenders, BlockSource, Gossip, GossipConfig, Network, NetworkConfig, NodeId, NodeIdentity,
     NodeTls, Offence, ReceivedBlock, StaticPeer, TxAdmission, gossip::MAX_BLOCKS_PER_REQUEST,
@@ -72,7 +73,7 @@ pub struct P2p {
     pub admitted: mpsc::UnboundedSender<Vec<u8>>,
     /// Set while the node is far behind its chain (a validator's consensus keeps it):
     /// transactions peers gossip are not admitted meanwhile.
-    pub catching_up: Arc<AtomicBool>,
+    pub catching_up: Arc<CatchingUp>,
 }
 
 fn parse_node_id(hex_id: &str) -> anyhow::Result<NodeId> {
@@ -88,27 +89,60 @@ fn read(base: &Path, path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
 }
 
-/// The txpool, admitting what peers gossip against the newest state, unless the node is
-/// catching up.
+/// What admits the transactions peers gossip: the txpool, against the newest state.
+pub struct Admission {
+    /// The chain's newest state.
+    pub view: Arc<ChainView<'static>>,
+    /// The pool gossiped transactions go into.
+    pub pool: Arc<TxPool>,
+    /// On a validator: how old a head means the node is catching up (see
+    /// `ConsensusConfig::head_stale_after`). Gossip is ignored meanwhile, from the moment
+    /// a paused or restarted node runs again, before its consensus learns how far behind
+    /// it is.
+    pub head_stale_after: Option<Duration>,
+}
+
+/// The txpool, admitting what peers gossip unless the node is catching up: those
+/// transactions are most likely in the blocks it lacks, and admitting them would recover
+/// their signatures for nothing, as go-ethereum's pool ignores them while it syncs.
 struct PoolAdmission {
-    view: Arc<ChainView<'static>>,
-    pool: Arc<TxPool>,
-    catching_up: Arc<AtomicBool>,
+    admission: Admission,
+    catching_up: Arc<CatchingUp>,
+}
+
+impl PoolAdmission {
+    /// True when gossip should be ignored: consensus says the node is catching up, or
+    /// its head (timestamped `head_time`) is stale.
+    fn catching_up(&self, head_time: u64) -> bool {
+        self.catching_up.get()
+            || self
+                .admission
+                .head_stale_after
+                .is_some_and(|after| is_stale(head_time, super::node::unix_seconds(), after))
+    }
+}
+
+/// True when a head timestamped `head_time` is more than `after` old at `now` (both in
+/// seconds since the Unix epoch; a head from a clock ahead of ours is not stale).
+fn is_stale(head_time: u64, now: u64, after: Duration) -> bool {
+    now.saturating_sub(head_time) > after.as_secs()
 }
 
 impl TxAdmission for PoolAdmission {
     fn admit(&self, txs: &[Bytes]) -> Vec<bool> {
-        if self.catching_up.load(Ordering::Acquire) {
-            metrics::counter!("stave_gossip_txs_ignored_total").increment(txs.len() as u64);
-            return vec![false; txs.len()];
-        }
-        let raw: Vec<Vec<u8>> = txs.iter().map(|tx| tx.to_vec()).collect();
-        self.view
-            .with_state(None, |state, header| {
-                self.pool.add(&raw, state, header.base_fee_per_gas)
-            })
-            .map(|results| results.iter().map(Result::is_ok).collect())
-            .unwrap_or_else(|_| vec![false; txs.len()])
+        let Admission { view, pool, .. } = &self.admission;
+        view.with_state(None, |state, header| {
+            if self.catching_up(header.timestamp) {
+                metrics::counter!("stave_gossip_txs_ignored_total").increment(txs.len() as u64);
+                return vec![false; txs.len()];
+            }
+            let raw: Vec<Vec<u8>> = txs.iter().map(|tx| tx.to_vec()).collect();
+            pool.add(&raw, state, header.base_fee_per_gas)
+                .iter()
+                .map(Result::is_ok)
+                .collect()
+        })
+        .unwrap_or_else(|_| vec![false; txs.len()])
     }
 }
 
@@ -129,14 +163,14 @@ impl BlockSource for StoredBlocks {
     }
 }
 
-/// Starts the network and gossip described by `config` (paths relative to `base`).
+/// Starts the network and gossip described by `config` (paths relative to `base`), with
+/// gossiped transactions going through `admission`.
 /// `late_groups` are the network groups whose modules register after it starts (see
 /// `NetworkConfig::late_groups`).
 pub async fn start(
     config: &P2pConfig,
     base: &Path,
-    view: Arc<ChainView<'static>>,
-    pool: Arc<TxPool>,
+    admission: Admission,
     late_groups: Vec<i16>,
 ) -> anyhow::Result<P2p> {
     let ca = stave_net::tls::ca_certificate_from_pem(&read(base, &config.ca)?)
@@ -169,13 +203,12 @@ pub async fn start(
     let network = Network::start(network_config, tls, local)
         .await
         .with_context(|| format!("starting P2P on {}", config.listen))?;
-    let store = view.store();
-    let catching_up = Arc::new(AtomicBool::new(false));
+    let store = admission.view.store();
+    let catching_up = Arc::new(CatchingUp::default());
     let (gossip, blocks) = Gossip::start(
         network.clone(),
         Arc::new(PoolAdmission {
-            view,
-            pool,
+            admission,
             catching_up: catching_up.clone(),
         }),
         Some(Arc::new(StoredBlocks(store))),
@@ -290,4 +323,24 @@ fn import_all(
         return false;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_is_stale_only_once_older_than_the_limit() {
+        let after = Duration::from_secs(7);
+        assert!(!is_stale(100, 100, after));
+        assert!(
+            !is_stale(100, 107, after),
+            "exactly the limit is not stale yet"
+        );
+        assert!(is_stale(100, 108, after));
+        assert!(
+            !is_stale(110, 100, after),
+            "a head from a clock ahead of ours"
+        );
+    }
 }

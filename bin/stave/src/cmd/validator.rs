@@ -40,6 +40,21 @@ pub struct ConsensusConfig {
     leader_timeout_ms: Option<u64>,
 }
 
+impl ConsensusConfig {
+    /// How long a view waits for its leader's proposal.
+    fn leader_timeout(&self) -> Duration {
+        Duration::from_millis(self.leader_timeout_ms.unwrap_or(DEFAULT_LEADER_TIMEOUT_MS))
+    }
+
+    /// How old a validator's head gets at most while it keeps up: the chain makes a block
+    /// at least every `block_time`, and a view whose leader is down ends after the leader
+    /// timeout; twice that for margin. A head older than this means the node was away
+    /// (paused, cut off, restarted) and is catching up.
+    pub fn head_stale_after(&self, block_time: Duration) -> Duration {
+        2 * self.leader_timeout() + block_time
+    }
+}
+
 /// What the consensus side needs from the rest of the node.
 pub struct ValidatorParts<'a> {
     /// The chain's genesis (with its validator set).
@@ -121,11 +136,7 @@ pub fn start(
         .map(keys::public_key)
         .collect::<Result<Vec<_>, _>>()
         .context("in the genesis's validator set")?;
-    let leader_timeout = Duration::from_millis(
-        config
-            .leader_timeout_ms
-            .unwrap_or(DEFAULT_LEADER_TIMEOUT_MS),
-    );
+    let leader_timeout = config.leader_timeout();
     anyhow::ensure!(
         leader_timeout > idle_wait,
         "consensus.leader_timeout_ms ({} ms) must exceed block_time_ms ({} ms), or an idle leader's view times out before it proposes",
@@ -211,5 +222,18 @@ mod tests {
             ConsensusBlock::genesis(&one).hash()
         );
         assert_ne!(of(&one), of(&other_chain));
+    }
+
+    #[test]
+    fn a_head_goes_stale_after_two_leader_timeouts_and_a_block_time() {
+        let config: ConsensusConfig = toml::from_str("key = \"k\"").expect("parses");
+        let block_time = Duration::from_millis(1_000);
+        assert_eq!(config.head_stale_after(block_time), Duration::from_secs(7));
+        let config: ConsensusConfig =
+            toml::from_str("key = \"k\"\nleader_timeout_ms = 500").expect("parses");
+        assert_eq!(
+            config.head_stale_after(block_time),
+            Duration::from_millis(2_000)
+        );
     }
 }
