@@ -530,6 +530,12 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             .catching_up
             .importing
             .store(false, Ordering::Release);
+        // Asks queued meanwhile (marshal's tip rose as blocks came) are answered: it went
+        // on until the other validators vouched for nothing newer.
+        let result = match result {
+            Ok(None) => Ok(self.skip_catch_ups()),
+            other => other,
+        };
         metrics::counter!("stave_caught_up_blocks_total").increment(imported as u64);
         tracing::info!(
             blocks = imported,
@@ -538,6 +544,18 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         );
         self.catch_up = Some(catch_up);
         result
+    }
+
+    /// Drops the [`Request::CatchUp`]s at the front of the queue; returns the first other
+    /// request, if one is queued.
+    fn skip_catch_ups(&self) -> Option<Request> {
+        loop {
+            match self.requests.try_recv() {
+                Ok(Request::CatchUp) => {}
+                Ok(other) => return Some(other),
+                Err(_) => return None,
+            }
+        }
     }
 
     /// Imports the `vouched` blocks (consecutive from height `from`, the head's child) as
@@ -846,5 +864,58 @@ mod tests {
         assert!(!flag.get());
         app.report(tip(12 + CATCHING_UP_BLOCKS));
         assert!(flag.get(), "either half is enough");
+    }
+
+    /// A catch-up source with nothing newer to vouch for, counting how often it is asked.
+    struct NothingNewer(Arc<AtomicU64>);
+
+    impl CatchUpSource for NothingNewer {
+        fn agreed_senders(&mut self, blocks: &[ConsensusBlock]) -> Vec<Option<Vec<Address>>> {
+            vec![None; blocks.len()]
+        }
+
+        fn vouched(&mut self, _from: u64) -> Option<Vec<BlockSenders>> {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Some(Vec::new())
+        }
+
+        fn fetch(&self, _: u64, _: &[BlockSenders], _: &[OnceLock<Option<Bytes>>]) {}
+    }
+
+    #[test]
+    fn catch_up_requests_queued_while_it_caught_up_are_answered_by_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store: &'static stave_storage::LmdbStore = Box::leak(Box::new(
+            stave_storage::LmdbStore::open(dir.path(), 64 << 20).expect("opens"),
+        ));
+        let spec = stave_primitives::ChainSpec::dev(1, 1);
+        let cache = Arc::new(stave_verify::SenderCache::new(16));
+        let chain = stave_node::Chain::open_with(
+            store,
+            &spec,
+            1,
+            stave_node::Parallelism::Serial,
+            Some(cache.clone()),
+        )
+        .expect("opens");
+        let view = Arc::new(stave_node::ChainView::new(&chain, spec.clone()));
+        let pool = Arc::new(TxPool::new(
+            stave_txpool::PoolConfig::new(1, spec.gas_limit()),
+            cache,
+        ));
+        let producer = BlockProducer::new(chain, view, pool.clone(), 10);
+        let (actor, app) = chain_actor(producer, pool, Duration::ZERO, |_| {}).expect("actor");
+        let asked = Arc::new(AtomicU64::new(0));
+        let actor = actor.with_catch_up(
+            Box::new(NothingNewer(asked.clone())),
+            Arc::new(CatchingUp::default()),
+        );
+        for _ in 0..5 {
+            app.requests.send(Request::CatchUp).expect("queued");
+        }
+        app.stop_chain();
+        actor.run().expect("runs");
+        // Once as it starts, which answers the five queued before it.
+        assert_eq!(asked.load(Ordering::Relaxed), 1);
     }
 }
