@@ -269,7 +269,10 @@ fn benches_end_with_the_json_line_of_the_contract() {
         "1",
         "--json",
     ]);
-    assert!(verify["speedup_warm_over_cold"].as_f64().expect("number") > 1.0);
+    assert!(verify["speedup_warm_over_cold"].is_number());
+    // Timings vary; what the warm cache saves does not: every recovery.
+    assert_eq!(verify["cold_recoveries_per_block"], 30);
+    assert_eq!(verify["warm_recoveries_per_block"], 0);
     let exec = bench_json(&[
         "bench",
         "exec",

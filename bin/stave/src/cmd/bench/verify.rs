@@ -23,6 +23,10 @@ struct Report {
     speedup_parallel_over_serial: f64,
     speedup_warm_over_cold: f64,
     ecrecover_tps_per_core: f64,
+    /// Signatures recovered per block with a cold cache (every one).
+    cold_recoveries_per_block: u64,
+    /// Signatures recovered per block with a warm cache (none).
+    warm_recoveries_per_block: u64,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -56,7 +60,9 @@ pub fn run(args: StageArgs) -> anyhow::Result<()> {
     // Modes take turns run by run, so the machine's drift hits all alike; the transaction
     // copies each run consumes are made outside the timed region.
     let mut times = [Vec::new(), Vec::new(), Vec::new()];
-    for _ in 0..args.block.runs.max(1) {
+    let runs = args.block.runs.max(1);
+    let recovered_before = [cold_verifier.recoveries(), warm_verifier.recoveries()];
+    for _ in 0..runs {
         let input = txs.clone();
         let start = std::time::Instant::now();
         std::hint::black_box(verify_serial(input, CHAIN_ID, None)?);
@@ -70,6 +76,10 @@ pub fn run(args: StageArgs) -> anyhow::Result<()> {
         std::hint::black_box(warm_verifier.verify(input)?);
         times[2].push(start.elapsed());
     }
+    let per_block =
+        |verifier: &Verifier, before: u64| (verifier.recoveries() - before) / runs as u64;
+    let cold_recoveries_per_block = per_block(&cold_verifier, recovered_before[0]);
+    let warm_recoveries_per_block = per_block(&warm_verifier, recovered_before[1]);
     let [serial, cold, warm] = times.map(|mut t| {
         t.sort();
         t[t.len() / 2]
@@ -83,6 +93,8 @@ pub fn run(args: StageArgs) -> anyhow::Result<()> {
         speedup_parallel_over_serial: ratio(serial.as_secs_f64(), cold.as_secs_f64()),
         speedup_warm_over_cold: ratio(cold.as_secs_f64(), warm.as_secs_f64()),
         ecrecover_tps_per_core: ratio(args.block.block_txs as f64, serial.as_secs_f64()),
+        cold_recoveries_per_block,
+        warm_recoveries_per_block,
     };
     println!(
         "verify stage, {} txs, {threads} threads, median of {} runs",
