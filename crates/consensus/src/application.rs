@@ -116,8 +116,8 @@ const MAX_CLOCK_DRIFT: u64 = 15;
 /// How old, in seconds, a finalized block this node never executed is when it tells that
 /// the node fell behind (it was paused or cut off, not just slow to verify one proposal).
 const BEHIND_AFTER: u64 = 3;
-/// How long the chain actor waits for a request before it looks whether its head has
-/// stood still for [`BEHIND_AFTER`] seconds.
+/// How long the chain actor waits for a request before it looks again whether its head
+/// has stood still for [`BEHIND_AFTER`] seconds (it also looks before every request).
 const IDLE_CHECK: Duration = Duration::from_millis(500);
 /// How long a starting chain actor keeps asking for f + 1 answers from the other
 /// validators before it leaves catching up to the engine. Without them the engine cannot

@@ -111,14 +111,11 @@ struct PoolAdmission {
 }
 
 impl PoolAdmission {
-    /// True when gossip should be ignored: consensus says the node is catching up, or
-    /// its head (timestamped `head_time`) is stale.
-    fn catching_up(&self, head_time: u64) -> bool {
-        self.catching_up.get()
-            || self
-                .admission
-                .head_stale_after
-                .is_some_and(|after| is_stale(head_time, super::node::unix_seconds(), after))
+    /// True when a validator's head, timestamped `head_time`, is stale.
+    fn head_is_stale(&self, head_time: u64) -> bool {
+        self.admission
+            .head_stale_after
+            .is_some_and(|after| is_stale(head_time, super::node::unix_seconds(), after))
     }
 }
 
@@ -130,11 +127,18 @@ fn is_stale(head_time: u64, now: u64, after: Duration) -> bool {
 
 impl TxAdmission for PoolAdmission {
     fn admit(&self, txs: &[Bytes]) -> Vec<bool> {
+        let ignored = || {
+            metrics::counter!("stave_gossip_txs_ignored_total").increment(txs.len() as u64);
+            vec![false; txs.len()]
+        };
+        // Consensus says the node is catching up: no need to read the head.
+        if self.catching_up.get() {
+            return ignored();
+        }
         let Admission { view, pool, .. } = &self.admission;
         view.with_state(None, |state, header| {
-            if self.catching_up(header.timestamp) {
-                metrics::counter!("stave_gossip_txs_ignored_total").increment(txs.len() as u64);
-                return vec![false; txs.len()];
+            if self.head_is_stale(header.timestamp) {
+                return ignored();
             }
             let raw: Vec<Vec<u8>> = txs.iter().map(|tx| tx.to_vec()).collect();
             pool.add(&raw, state, header.base_fee_per_gas)
