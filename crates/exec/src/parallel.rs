@@ -4,7 +4,8 @@
 //!
 //! - The first chunk runs for real on the calling thread, exactly as the serial executor
 //!   would run it.
-//! - Every later chunk is speculated on rayon's pool (threads that live across blocks),
+//! - Every later chunk is speculated on the executor's own pool (threads that live across
+//!   blocks),
 //!   from the state before the block. Its transactions see each other's writes (the chunk
 //!   keeps its own diff), and each one logs the value of every account and storage slot
 //!   it read. A speculator checks its first transactions' reads against what the first
@@ -35,7 +36,10 @@
 use std::{
     collections::HashSet,
     ops::Range,
-    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
 };
 
 use parking_lot::RwLock;
@@ -147,17 +151,36 @@ fn chunks(range: Range<usize>, parts: usize) -> Vec<Range<usize>> {
 }
 
 /// Executes blocks on several threads, one contiguous chunk of the block each.
-#[derive(Debug, Clone, Copy)]
+///
+/// The chunks after the first run on a pool of the executor's own with one thread fewer
+/// than it executes on, since the caller runs the first. On rayon's global pool (a thread
+/// per core, the caller's thread on top) the worker that picked up a speculator woke
+/// the idle one, which spun in `sched_yield` while both cores executed: the executing
+/// threads were each switched out for ~3 ms of an 11 ms chunk (ERC-20, 2 cores,
+/// `perf record -e sched:sched_switch`).
+#[derive(Debug, Clone)]
 pub struct ParallelExecutor {
     threads: usize,
+    /// Runs the chunks after the first; `None` on one thread.
+    pool: Option<Arc<rayon::ThreadPool>>,
 }
 
 impl ParallelExecutor {
-    /// An executor on `threads` threads in all, the caller's included (at least 1).
-    pub fn new(threads: usize) -> Self {
-        Self {
-            threads: threads.max(1),
-        }
+    /// An executor on `threads` threads in all, the caller's included (at least 1); fails
+    /// when the operating system refuses to start them.
+    pub fn new(threads: usize) -> std::io::Result<Self> {
+        let threads = threads.max(1);
+        let pool = if threads > 1 {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads - 1)
+                .thread_name(|i| format!("stave-exec-{i}"))
+                .build()
+                .map_err(std::io::Error::other)?;
+            Some(Arc::new(pool))
+        } else {
+            None
+        };
+        Ok(Self { threads, pool })
     }
 
     /// Threads that execute, the caller's included.
@@ -175,8 +198,10 @@ impl ParallelExecutor {
         mode: Mode,
     ) -> Result<ExecutionOutcome, ExecError> {
         let chunks = chunks(0..txs.len(), self.threads);
-        let Some((first, later)) = chunks.split_first().filter(|(_, later)| !later.is_empty())
-        else {
+        let (Some(pool), Some((first, later))) = (
+            &self.pool,
+            chunks.split_first().filter(|(_, later)| !later.is_empty()),
+        ) else {
             return execute_serial(base, chain_id, header, txs, mode);
         };
         let committed = RwLock::new(Changes::default());
@@ -191,11 +216,11 @@ impl ParallelExecutor {
         let mut speculated: Vec<Option<Result<SpeculatedChunk, ExecError>>> =
             later.iter().map(|_| None).collect();
         let gave_up = &AtomicBool::new(false);
-        // Speculators run on rayon's pool, whose threads (and their allocator caches)
-        // live across blocks; the first chunk runs here, then sorts its changes while the
+        // Speculators run on the executor's pool, whose threads (and their allocator
+        // caches) live across blocks; the first chunk runs here, then sorts its changes while the
         // speculators sort theirs, unless one gave up (its chunk will be committed one
         // by one, on the hash map).
-        let first_ran = rayon::in_place_scope(|scope| {
+        let first_ran = pool.in_place_scope(|scope| {
             for ((range, hits), slot) in later.iter().zip(&chunk_hits).zip(&mut speculated) {
                 scope.spawn(move |_| {
                     let changes = RwLock::new(Changes::default());
@@ -236,10 +261,9 @@ impl ParallelExecutor {
         for chunk in speculated {
             whole = whole
                 && match &block {
-                    Some(sorted) => chunk_holds(&chunk, &tally, sorted, txs),
-                    None => {
-                        overlay.with_changes(|changes| chunk_holds(&chunk, &tally, changes, txs))
-                    }
+                    Some(sorted) => chunk_holds(pool, &chunk, &tally, sorted, txs),
+                    None => overlay
+                        .with_changes(|changes| chunk_holds(pool, &chunk, &tally, changes, txs)),
                 };
             if whole {
                 // The receipts and the diff, side by side.
@@ -248,6 +272,7 @@ impl ParallelExecutor {
                     .take()
                     .unwrap_or_else(|| SortedChanges::new(overlay.take_diff()));
                 let ((), recorded) = side_by_side(
+                    pool,
                     || sorted.append(diff),
                     || record_whole_chunk(&mut tally, range, runs),
                 );
@@ -269,6 +294,7 @@ impl ParallelExecutor {
 /// True when the whole chunk can be committed as it was speculated: every transaction
 /// ran, fits the block's gas in turn, and read what the committed state holds now.
 fn chunk_holds(
+    pool: &rayon::ThreadPool,
     chunk: &SpeculatedChunk,
     tally: &Tally<'_>,
     committed: &impl Committed,
@@ -286,7 +312,7 @@ fn chunk_holds(
             gas_left -= gas_used;
         }
     }
-    reads_hold(&chunk.runs, committed)
+    reads_hold(pool, &chunk.runs, committed)
 }
 
 /// Speculations checked per task when [`reads_hold`] splits the work across threads.
@@ -295,12 +321,13 @@ const CHECKS_PER_TASK: usize = 256;
 /// True when every read of every speculation still holds after the `committed`
 /// changes; checked on all threads, the committer's included, since it waits for the
 /// answer.
-fn reads_hold(runs: &[Speculation], committed: &impl Committed) -> bool {
+fn reads_hold(pool: &rayon::ThreadPool, runs: &[Speculation], committed: &impl Committed) -> bool {
     if runs.len() > CHECKS_PER_TASK {
         let (left, right) = runs.split_at(runs.len() / 2);
         let (right, left) = side_by_side(
-            || reads_hold(right, committed),
-            || reads_hold(left, committed),
+            pool,
+            || reads_hold(pool, right, committed),
+            || reads_hold(pool, left, committed),
         );
         return left && right;
     }
@@ -309,11 +336,15 @@ fn reads_hold(runs: &[Speculation], committed: &impl Committed) -> bool {
         .all(|(reads, _)| all_hold(reads, committed))
 }
 
-/// Runs `there` on rayon's pool and `here` on this thread, and returns both results.
-/// Unlike `rayon::join` called from outside the pool, the calling thread works too.
-fn side_by_side<T: Send, H>(there: impl FnOnce() -> T + Send, here: impl FnOnce() -> H) -> (T, H) {
+/// Runs `there` on `pool` and `here` on this thread, and returns both results. Unlike
+/// `pool.join` called from outside the pool, the calling thread works too.
+fn side_by_side<T: Send, H>(
+    pool: &rayon::ThreadPool,
+    there: impl FnOnce() -> T + Send,
+    here: impl FnOnce() -> H,
+) -> (T, H) {
     let mut far = None;
-    let near = rayon::in_place_scope(|scope| {
+    let near = pool.in_place_scope(|scope| {
         scope.spawn(|_| far = Some(there()));
         here()
     });

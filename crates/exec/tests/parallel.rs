@@ -153,7 +153,10 @@ fn assert_same(parallel: &ExecutionOutcome, serial: &ExecutionOutcome, threads: 
 }
 
 fn executors() -> Vec<ParallelExecutor> {
-    [1, 2, 8].into_iter().map(ParallelExecutor::new).collect()
+    [1, 2, 8]
+        .into_iter()
+        .map(|threads| ParallelExecutor::new(threads).expect("threads"))
+        .collect()
 }
 
 proptest! {

@@ -290,6 +290,7 @@ fn reads_the_block_itself_served_are_reported_to_the_state() {
         let header = header(30_000_000);
         if parallel {
             stave_exec::ParallelExecutor::new(2)
+                .expect("threads")
                 .execute(&noting, CHAIN_ID, &header, txs, Mode::Validate)
                 .expect("runs");
         } else {

@@ -394,7 +394,7 @@ impl<'s> Chain<'s> {
                 cache.clone(),
             )),
             cache,
-            executor: ParallelExecutor::new(threads),
+            executor: ParallelExecutor::new(threads).map_err(ImportError::Threads)?,
             layers: Arc::new(StateLayers::new(
                 store,
                 flushed,

@@ -73,6 +73,9 @@ pub enum ImportError {
     /// The state layers refused a block's changes or could not flush them.
     #[error(transparent)]
     State(#[from] stave_state::StateLayerError),
+    /// The executor's threads did not start.
+    #[error("the executor's threads did not start: {0}")]
+    Threads(std::io::Error),
 }
 
 impl From<CodecError> for ImportError {

@@ -41,7 +41,7 @@ struct Report {
 /// Runs the exec bench.
 pub fn run(args: ExecArgs) -> anyhow::Result<()> {
     let threads = threads();
-    let executor = ParallelExecutor::new(threads);
+    let executor = ParallelExecutor::new(threads)?;
     let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
     let header = Header {
         number: 1,
