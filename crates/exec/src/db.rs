@@ -58,6 +58,12 @@ impl Changes {
 pub(crate) trait Committed: Sync {
     /// The committed change of `address`, if there is one.
     fn change(&self, address: &Address) -> Option<&AccountDiff>;
+
+    /// False only when no committed change can give `slot` of `address` another value
+    /// than before (a quick answer, before [`Committed::change`]); true when it may.
+    fn may_change_slot(&self, _address: &Address, _slot: &U256) -> bool {
+        true
+    }
 }
 
 impl Committed for Changes {
@@ -66,29 +72,58 @@ impl Committed for Changes {
     }
 }
 
-/// A block's changes so far in address order, with a filter over the changed addresses:
-/// most reads of a speculated chunk are of accounts no earlier chunk wrote, and the filter
-/// answers those without a binary search. An address that shares its filter bit with a
-/// written one (crafted or not) only costs that search.
+/// A block's changes so far in address order, with filters over the changed accounts and
+/// slots: most reads of a speculated chunk are of accounts, or of a token's slots, that
+/// no earlier chunk wrote, and the filters answer those without a binary search. A key
+/// that shares its filter bit with a written one (crafted or not) only costs that search.
 pub(crate) struct SortedChanges {
     diff: StateDiff,
-    written: Box<[u64; FILTER_BITS / 64]>,
+    /// The changed accounts.
+    accounts: Bits,
+    /// The changed slots.
+    slots: Bits,
+    /// Accounts whose change drops their storage from before (created, self-destructed,
+    /// emptied): every slot of theirs may have changed.
+    wiped: Bits,
 }
 
-/// Bits in [`SortedChanges`]' filter: ~4% of them set by a 2,500-transfer chunk.
-const FILTER_BITS: usize = 1 << 16;
+/// A set of 16-bit filter keys; ~4% of them are set by a 2,500-transfer chunk.
+struct Bits(Box<[u64; 1 << 10]>);
 
-/// The filter bit of `address`: its last two bytes.
-fn filter_bit(address: &Address) -> usize {
-    usize::from(u16::from_be_bytes([address[18], address[19]]))
+impl Bits {
+    fn new() -> Self {
+        Self(Box::new([0; 1 << 10]))
+    }
+
+    fn insert(&mut self, key: u16) {
+        self.0[usize::from(key / 64)] |= 1 << (key % 64);
+    }
+
+    fn contains(&self, key: u16) -> bool {
+        self.0[usize::from(key / 64)] & (1 << (key % 64)) != 0
+    }
+}
+
+/// The filter key of `address`: its last two bytes.
+fn account_key(address: &Address) -> u16 {
+    u16::from_be_bytes([address[18], address[19]])
+}
+
+/// The filter key of `slot` of `address`: the slot's low 16 bits (random for mapping
+/// entries, which are hashes) mixed with the address's.
+fn slot_key(address: &Address, slot: &U256) -> u16 {
+    // Truncation intended: the low 16 bits.
+    account_key(address) ^ (slot.as_limbs()[0] as u16)
 }
 
 impl SortedChanges {
-    /// The sorted changes `diff`, with their filter.
+    /// The sorted changes `diff`, with their filters.
     pub(crate) fn new(diff: StateDiff) -> Self {
         let mut sorted = Self {
             diff: StateDiff::default(),
-            written: Box::new([0; FILTER_BITS / 64]),
+            accounts: Bits::new(),
+            slots: Bits::new(),
+            wiped: Bits::new(),
         };
         sorted.append(diff);
         sorted
@@ -96,9 +131,14 @@ impl SortedChanges {
 
     /// Applies `later`, the changes of transactions after these, on top of them.
     pub(crate) fn append(&mut self, later: StateDiff) {
-        for address in later.accounts.keys() {
-            let bit = filter_bit(address);
-            self.written[bit / 64] |= 1 << (bit % 64);
+        for (address, change) in later.accounts.iter() {
+            self.accounts.insert(account_key(address));
+            if change.storage_cleared || change.info.is_none() {
+                self.wiped.insert(account_key(address));
+            }
+            for slot in change.storage.keys() {
+                self.slots.insert(slot_key(address, slot));
+            }
         }
         self.diff.append(later);
     }
@@ -111,11 +151,14 @@ impl SortedChanges {
 
 impl Committed for SortedChanges {
     fn change(&self, address: &Address) -> Option<&AccountDiff> {
-        let bit = filter_bit(address);
-        if self.written[bit / 64] & (1 << (bit % 64)) == 0 {
+        if !self.accounts.contains(account_key(address)) {
             return None;
         }
         self.diff.accounts.get(address)
+    }
+
+    fn may_change_slot(&self, address: &Address, slot: &U256) -> bool {
+        self.slots.contains(slot_key(address, slot)) || self.wiped.contains(account_key(address))
     }
 }
 
@@ -473,6 +516,7 @@ impl Read {
             Self::Account(address, seen) => committed
                 .change(&address)
                 .is_none_or(|change| change.info == seen),
+            Self::Storage(address, slot, _) if !committed.may_change_slot(&address, &slot) => true,
             Self::Storage(address, slot, seen) => match committed.change(&address) {
                 None => true,
                 Some(change) => match change.storage.get(&slot) {
@@ -523,5 +567,79 @@ impl Database for RecordingDb<'_> {
 
     fn block_hash(&mut self, number: u64) -> Result<B256, StateError> {
         self.overlay.base.block_hash(number)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn account(balance: u64, cleared: bool, slots: &[(u64, u64)]) -> AccountDiff {
+        AccountDiff {
+            info: Some(AccountState {
+                nonce: 1,
+                balance: U256::from(balance),
+                code_hash: KECCAK_EMPTY,
+            }),
+            storage_cleared: cleared,
+            storage: slots
+                .iter()
+                .map(|(slot, value)| (U256::from(*slot), U256::from(*value)))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_sorted_changes_filters_answer_as_the_changes_themselves_do() {
+        let token = Address::repeat_byte(1);
+        let created = Address::repeat_byte(2);
+        let gone = Address::repeat_byte(3);
+        let untouched = Address::repeat_byte(4);
+        let diff = || StateDiff {
+            accounts: [
+                (token, account(0, false, &[(7, 70), (0x1_0008, 80)])),
+                (created, account(5, true, &[(1, 10)])),
+                (
+                    gone,
+                    AccountDiff {
+                        info: None,
+                        storage_cleared: true,
+                        storage: BTreeMap::new(),
+                    },
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            codes: BTreeMap::new(),
+        };
+        let sorted = SortedChanges::new(diff());
+        let changes = Changes::from_diff(diff());
+        let slot = |address, slot: u64, value: u64| {
+            Read::Storage(address, U256::from(slot), U256::from(value))
+        };
+        let reads = [
+            // Written slots: hold only with the value written.
+            (slot(token, 7, 70), true),
+            (slot(token, 7, 1), false),
+            (slot(token, 0x1_0008, 80), true),
+            (slot(token, 0x1_0008, 0), false),
+            // Shares a filter key with slot 7 and 0x1_0008 was not written: still holds.
+            (slot(token, 0x2_0007, 9), true),
+            (slot(token, 9, 9), true),
+            // Storage from before a creation or a deletion reads zero now.
+            (slot(created, 2, 4), false),
+            (slot(created, 2, 0), true),
+            (slot(created, 1, 10), true),
+            (slot(gone, 6, 6), false),
+            (slot(gone, 6, 0), true),
+            (slot(untouched, 7, 3), true),
+            (Read::Account(untouched, None), true),
+            (Read::Account(gone, None), true),
+            (Read::Account(token, None), false),
+        ];
+        for (read, holds) in reads {
+            assert_eq!(read.holds(&changes), holds, "{read:?} on the hash map");
+            assert_eq!(read.holds(&sorted), holds, "{read:?} through the filters");
+        }
     }
 }

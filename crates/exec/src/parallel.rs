@@ -56,16 +56,23 @@ use crate::{
     state::StateReader,
 };
 
-/// A speculative run of one transaction and what it read; `None` when the run hit an
-/// error, which committing settles by executing the transaction for real.
-type Speculation = Option<(Vec<Read>, TxRun)>;
+/// A speculative run of one transaction and where its reads sit in its chunk's read log;
+/// `None` when the run hit an error, which committing settles by executing the
+/// transaction for real.
+type Speculation = Option<(Range<usize>, TxRun)>;
 
-/// A chunk run ahead: one speculation per transaction, and the chunk's own diff, sorted.
+/// A chunk run ahead: one speculation per transaction, everything they read in order
+/// (one log, not one per transaction: the committer checks it from another core, and a
+/// contiguous log streams there), and the chunk's own diff, sorted.
 struct SpeculatedChunk {
     range: Range<usize>,
     runs: Vec<Speculation>,
+    reads: Vec<Read>,
     diff: StateDiff,
 }
+
+/// What a speculator hands back: its runs and its read log.
+type SpeculatorRuns = (Vec<Speculation>, Vec<Read>);
 
 /// Runs transactions `range` of `txs` on top of the state `overlay` reads, each on the
 /// state the ones before it in the chunk left, logging what each read. Gives up early
@@ -80,14 +87,15 @@ fn speculate_chunk(
     header: &Header,
     txs: &[RecoveredTx],
     range: Range<usize>,
-) -> Result<Vec<Speculation>, ExecError> {
+) -> Result<SpeculatorRuns, ExecError> {
     let mut evm = block_evm(RecordingDb::new(overlay), chain_id, header);
     let mut handler = DeferredRewardHandler::default();
     let mut samples = ConflictSamples::default();
     let mut runs = Vec::with_capacity(range.len());
     for (position, index) in range.clone().enumerate() {
+        let start = evm.ctx.db().reads.len();
         let run = run_tx(&mut evm, &mut handler, &txs[index], index);
-        let reads = std::mem::take(&mut evm.ctx.db_mut().reads);
+        let reads = start..evm.ctx.db().reads.len();
         let Ok(run) = run else {
             runs.push(None);
             continue;
@@ -97,7 +105,8 @@ fn speculate_chunk(
         }
         if position < ConflictSamples::POSITIONS {
             // Never wait for the first chunk's writes: a busy lock skips the sample.
-            let sample = committed.try_with_changes(|changes| all_hold(&reads, changes));
+            let logged = &evm.ctx.db().reads[reads.clone()];
+            let sample = committed.try_with_changes(|changes| all_hold(logged, changes));
             if let Some(holds) = sample
                 && samples.observe(holds)
             {
@@ -108,7 +117,7 @@ fn speculate_chunk(
         runs.push(Some((reads, run)));
     }
     runs.resize_with(range.len(), || None);
-    Ok(runs)
+    Ok((runs, std::mem::take(&mut evm.ctx.db_mut().reads)))
 }
 
 /// The reads of a speculated chunk's first transactions, checked against what the first
@@ -234,9 +243,10 @@ impl ParallelExecutor {
                         txs,
                         range.clone(),
                     );
-                    *slot = Some(runs.map(|runs| SpeculatedChunk {
+                    *slot = Some(runs.map(|(runs, reads)| SpeculatedChunk {
                         range: range.clone(),
                         runs,
+                        reads,
                         diff: changes.into_inner().into_diff(),
                     }));
                 });
@@ -267,7 +277,9 @@ impl ParallelExecutor {
                 };
             if whole {
                 // The receipts and the diff, side by side.
-                let SpeculatedChunk { range, runs, diff } = chunk;
+                let SpeculatedChunk {
+                    range, runs, diff, ..
+                } = chunk;
                 let mut sorted = block
                     .take()
                     .unwrap_or_else(|| SortedChanges::new(overlay.take_diff()));
@@ -312,18 +324,17 @@ fn chunk_holds(
             gas_left -= gas_used;
         }
     }
-    reads_hold(pool, &chunk.runs, committed)
+    reads_hold(pool, &chunk.reads, committed)
 }
 
-/// Speculations checked per task when [`reads_hold`] splits the work across threads.
-const CHECKS_PER_TASK: usize = 256;
+/// Reads checked per task when [`reads_hold`] splits the work across threads.
+const CHECKS_PER_TASK: usize = 1024;
 
-/// True when every read of every speculation still holds after the `committed`
-/// changes; checked on all threads, the committer's included, since it waits for the
-/// answer.
-fn reads_hold(pool: &rayon::ThreadPool, runs: &[Speculation], committed: &impl Committed) -> bool {
-    if runs.len() > CHECKS_PER_TASK {
-        let (left, right) = runs.split_at(runs.len() / 2);
+/// True when every read of a chunk still holds after the `committed` changes; checked
+/// on all threads, the committer's included, since it waits for the answer.
+fn reads_hold(pool: &rayon::ThreadPool, reads: &[Read], committed: &impl Committed) -> bool {
+    if reads.len() > CHECKS_PER_TASK {
+        let (left, right) = reads.split_at(reads.len() / 2);
         let (right, left) = side_by_side(
             pool,
             || reads_hold(pool, right, committed),
@@ -331,9 +342,7 @@ fn reads_hold(pool: &rayon::ThreadPool, runs: &[Speculation], committed: &impl C
         );
         return left && right;
     }
-    runs.iter()
-        .flatten()
-        .all(|(reads, _)| all_hold(reads, committed))
+    all_hold(reads, committed)
 }
 
 /// Runs `there` on `pool` and `here` on this thread, and returns both results. Unlike
@@ -375,8 +384,11 @@ fn commit_one_by_one<'db>(
     txs: &[RecoveredTx],
     chunk: SpeculatedChunk,
 ) -> Result<(), ExecError> {
+    let SpeculatedChunk {
+        range, runs, reads, ..
+    } = chunk;
     let mut tainted = Tainted::default();
-    for (index, speculation) in chunk.range.zip(chunk.runs) {
+    for (index, speculation) in range.zip(runs) {
         let tx = &txs[index];
         if !tally.fits(index, tx)? {
             tainted.add(&speculation);
@@ -384,8 +396,10 @@ fn commit_one_by_one<'db>(
         }
         let overlay = evm.ctx.db_mut().overlay;
         let holds = match &speculation {
-            Some((reads, _)) => {
-                !tainted.read_by(reads) && overlay.with_changes(|changes| all_hold(reads, changes))
+            Some((logged, _)) => {
+                let logged = &reads[logged.clone()];
+                !tainted.read_by(logged)
+                    && overlay.with_changes(|changes| all_hold(logged, changes))
             }
             None => false,
         };
