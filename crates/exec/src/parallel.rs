@@ -5,10 +5,9 @@
 //! - The first chunk runs for real on the calling thread, exactly as the serial executor
 //!   would run it.
 //! - Every later chunk is speculated on the executor's own pool (threads that live across
-//!   blocks),
-//!   from the state before the block. Its transactions see each other's writes (the chunk
-//!   keeps its own diff), and each one logs the value of every account and storage slot
-//!   it read. A speculator checks its first transactions' reads against what the first
+//!   blocks), from the state before the block. Its transactions see each other's writes
+//!   (the chunk keeps its own diff), and each one logs the value of every account and
+//!   storage slot it read. A speculator checks its first transactions' reads against what the first
 //!   chunk has written so far and stops when most no longer hold (`ConflictSamples`).
 //! - Then the chunks are committed in order. A chunk whose logged reads all still hold in
 //!   the state committed before it (checked on two threads), and whose transactions fit
@@ -169,7 +168,6 @@ fn chunks(range: Range<usize>, parts: usize) -> Vec<Range<usize>> {
 /// `perf record -e sched:sched_switch`).
 #[derive(Debug, Clone)]
 pub struct ParallelExecutor {
-    threads: usize,
     /// Runs the chunks after the first; `None` on one thread.
     pool: Option<Arc<rayon::ThreadPool>>,
 }
@@ -178,7 +176,6 @@ impl ParallelExecutor {
     /// An executor on `threads` threads in all, the caller's included (at least 1); fails
     /// when the operating system refuses to start them.
     pub fn new(threads: usize) -> std::io::Result<Self> {
-        let threads = threads.max(1);
         let pool = if threads > 1 {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads - 1)
@@ -189,12 +186,14 @@ impl ParallelExecutor {
         } else {
             None
         };
-        Ok(Self { threads, pool })
+        Ok(Self { pool })
     }
 
     /// Threads that execute, the caller's included.
     pub fn threads(&self) -> usize {
-        self.threads
+        self.pool
+            .as_ref()
+            .map_or(1, |pool| pool.current_num_threads() + 1)
     }
 
     /// Executes `txs` on `base` under `header`; the result equals [`crate::execute_serial`]'s.
@@ -206,7 +205,7 @@ impl ParallelExecutor {
         txs: &[RecoveredTx],
         mode: Mode,
     ) -> Result<ExecutionOutcome, ExecError> {
-        let chunks = chunks(0..txs.len(), self.threads);
+        let chunks = chunks(0..txs.len(), self.threads());
         let (Some(pool), Some((first, later))) = (
             &self.pool,
             chunks.split_first().filter(|(_, later)| !later.is_empty()),
@@ -226,9 +225,9 @@ impl ParallelExecutor {
             later.iter().map(|_| None).collect();
         let gave_up = &AtomicBool::new(false);
         // Speculators run on the executor's pool, whose threads (and their allocator
-        // caches) live across blocks; the first chunk runs here, then sorts its changes while the
-        // speculators sort theirs, unless one gave up (its chunk will be committed one
-        // by one, on the hash map).
+        // caches) live across blocks; the first chunk runs here, then sorts its changes
+        // while the speculators sort theirs, unless one gave up (its chunk will be
+        // committed one by one, on the hash map).
         let first_ran = pool.in_place_scope(|scope| {
             for ((range, hits), slot) in later.iter().zip(&chunk_hits).zip(&mut speculated) {
                 scope.spawn(move |_| {
