@@ -1,8 +1,16 @@
 //! `stave bench pipeline`: the main job. Signs a workload, builds blocks of it, then
-//! imports them into two fresh data dirs, once with every stage serial and once with
-//! every stage parallel, and reports each stage's time (DESIGN.md §5). It does so in
-//! several rounds and reports medians, so one noisy moment of a shared machine does not
-//! decide the ratios.
+//! imports them into fresh data dirs three ways and reports each stage's time (DESIGN.md
+//! §5):
+//! - serial: every stage serial, one block after another (the baseline);
+//! - staged: every stage parallel, one stage at a time, so each stage has the cores to
+//!   itself: a stage's speedup is its serial time over this one;
+//! - pipelined: the node's own import, block N+1 decoded and verified while block N
+//!   executes and commits: the total speedup and the TPS. A stage's time here includes
+//!   waiting for cores the next block's stages hold, so it says how the stages share the
+//!   machine, not how parallel each one is.
+//!
+//! It does so in several rounds and reports medians, so one noisy moment of a shared
+//! machine does not decide the ratios.
 
 use std::{
     sync::Arc,
@@ -60,6 +68,20 @@ pub struct PipelineArgs {
     output: Output,
 }
 
+/// The stages reported, then the total.
+const STAGES: [&str; 5] = ["decode", "verify", "execute", "commit", "total"];
+
+/// How an import run drives the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ImportRun {
+    /// Every stage serial, block after block.
+    Serial,
+    /// Every stage parallel, one stage of one block at a time.
+    Staged,
+    /// Every stage parallel, the stages of consecutive blocks overlapped.
+    Pipelined,
+}
+
 /// One import run's stage times.
 #[derive(Debug, Serialize)]
 struct RunReport {
@@ -71,7 +93,7 @@ struct RunReport {
     tps: f64,
 }
 
-/// Serial over parallel, per stage.
+/// Serial over parallel, per stage and in all.
 #[derive(Debug, Serialize)]
 struct Speedup {
     decode: f64,
@@ -79,6 +101,32 @@ struct Speedup {
     execute: f64,
     commit: f64,
     total: f64,
+}
+
+impl Speedup {
+    /// The figures in [`STAGES`] order.
+    fn columns(&self) -> [f64; 5] {
+        [
+            self.decode,
+            self.verify,
+            self.execute,
+            self.commit,
+            self.total,
+        ]
+    }
+}
+
+impl RunReport {
+    /// The times in [`STAGES`] order.
+    fn columns(&self) -> [f64; 5] {
+        [
+            self.decode_ms,
+            self.verify_ms,
+            self.execute_ms,
+            self.commit_ms,
+            self.total_ms,
+        ]
+    }
 }
 
 /// The JSON line (DESIGN.md §5).
@@ -91,8 +139,14 @@ struct Report {
     threads: usize,
     runs: u32,
     serial: RunReport,
+    /// The pipelined run: the node's import.
     parallel: RunReport,
+    /// The staged run: each stage alone on the cores.
+    staged: RunReport,
+    /// Each stage serial over staged; the total serial over pipelined.
     speedup: Speedup,
+    /// Serial over pipelined, stage by stage too.
+    pipelined_speedup: Speedup,
     ecrecover_tps_per_core: f64,
     bound_tps: f64,
     bound_ratio: f64,
@@ -106,23 +160,32 @@ fn ms(d: Duration) -> f64 {
 fn import(
     spec: &ChainSpec,
     blocks: &[Vec<u8>],
-    parallelism: Parallelism,
+    run: ImportRun,
     cache: Option<Arc<SenderCache>>,
 ) -> anyhow::Result<(StageTimes, Duration, stave_primitives::B256)> {
     let dir = tempfile::tempdir()?;
     let store = LmdbStore::open(dir.path(), 16 << 30)?;
+    let parallelism = match run {
+        ImportRun::Serial => Parallelism::Serial,
+        ImportRun::Staged | ImportRun::Pipelined => Parallelism::Parallel,
+    };
     let mut chain = Chain::open_with(&store, spec, threads(), parallelism, cache)?;
     let mut times = StageTimes::default();
     let mut repeated = None;
-    let start = Instant::now();
-    // The node's own pipeline: in parallel mode block N+1 decodes and verifies while
-    // block N executes and commits.
-    chain.import_stream(blocks.iter().map(Vec::as_slice), None, |imported| {
+    let mut on_block = |imported: stave_node::Imported| {
         if !imported.new {
             repeated.get_or_insert(imported.number);
         }
         times += imported.times;
-    })?;
+    };
+    let start = Instant::now();
+    if run == ImportRun::Pipelined {
+        chain.import_stream(blocks.iter().map(Vec::as_slice), None, on_block)?;
+    } else {
+        for block in blocks {
+            on_block(chain.import(block)?);
+        }
+    }
     let wall = start.elapsed();
     if let Some(number) = repeated {
         anyhow::bail!("block {number} was already stored");
@@ -146,6 +209,24 @@ fn run_report(times: &StageTimes, wall: Duration, txs: usize) -> RunReport {
 struct Import {
     times: StageTimes,
     wall: Duration,
+}
+
+/// Serial time over parallel time.
+fn speed(serial: Duration, parallel: Duration) -> f64 {
+    ratio(serial.as_secs_f64(), parallel.as_secs_f64())
+}
+
+impl Import {
+    /// This import's times over `other`'s, stage by stage and in all.
+    fn speedup_over(&self, other: &Import) -> Speedup {
+        Speedup {
+            decode: speed(self.times.decode, other.times.decode),
+            verify: speed(self.times.verify, other.times.verify),
+            execute: speed(self.times.execute, other.times.execute),
+            commit: speed(self.times.commit, other.times.commit),
+            total: speed(self.wall, other.wall),
+        }
+    }
 }
 
 /// The median of each stage's time and of the wall time over `imports` (not empty).
@@ -222,24 +303,26 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
             .for_each(|tx| cache.insert(tx.tx.hash(), tx.sender));
         Arc::new(cache)
     });
-    let (mut serials, mut parallels, mut rates) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut serials, mut stageds, mut pipelineds) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rates = Vec::new();
     let mut head = None;
     for round in 1..=args.runs {
         eprintln!(
-            "round {round} of {}: importing {} blocks serially, then in parallel…",
+            "round {round} of {}: importing {} blocks serially, then staged, then pipelined…",
             args.runs,
             blocks.len()
         );
         rates.push(recovery_rate()?);
-        for (parallelism, imports) in [
-            (Parallelism::Serial, &mut serials),
-            (Parallelism::Parallel, &mut parallels),
+        for (run, imports) in [
+            (ImportRun::Serial, &mut serials),
+            (ImportRun::Staged, &mut stageds),
+            (ImportRun::Pipelined, &mut pipelineds),
         ] {
-            let (times, wall, ended) = import(&spec, &blocks, parallelism, cache.clone())?;
+            let (times, wall, ended) = import(&spec, &blocks, run, cache.clone())?;
             let expected = *head.get_or_insert(ended);
             anyhow::ensure!(
                 ended == expected,
-                "imports ended at different heads: {ended} ({parallelism:?}, round {round}) vs {expected}"
+                "imports ended at different heads: {ended} ({run:?}, round {round}) vs {expected}"
             );
             imports.push(Import { times, wall });
         }
@@ -247,18 +330,11 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
     let same_head = head.expect("at least one round");
     rates.sort_by(f64::total_cmp);
     let ecrecover_tps_per_core = rates[rates.len() / 2];
-    let Import {
-        times: serial_times,
-        wall: serial_wall,
-    } = median_import(&serials);
-    let Import {
-        times: parallel_times,
-        wall: parallel_wall,
-    } = median_import(&parallels);
-
-    let speed = |s: Duration, p: Duration| ratio(s.as_secs_f64(), p.as_secs_f64());
-    let serial = run_report(&serial_times, serial_wall, args.txs);
-    let parallel = run_report(&parallel_times, parallel_wall, args.txs);
+    let serial = median_import(&serials);
+    let staged = median_import(&stageds);
+    let pipelined = median_import(&pipelineds);
+    let serial_report = run_report(&serial.times, serial.wall, args.txs);
+    let parallel = run_report(&pipelined.times, pipelined.wall, args.txs);
     let bound_tps = threads as f64 * ecrecover_tps_per_core;
     let report = Report {
         workload: args.workload,
@@ -268,16 +344,15 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         threads,
         runs: args.runs,
         speedup: Speedup {
-            decode: speed(serial_times.decode, parallel_times.decode),
-            verify: speed(serial_times.verify, parallel_times.verify),
-            execute: speed(serial_times.execute, parallel_times.execute),
-            commit: speed(serial_times.commit, parallel_times.commit),
-            total: speed(serial_wall, parallel_wall),
+            total: speed(serial.wall, pipelined.wall),
+            ..serial.speedup_over(&staged)
         },
+        pipelined_speedup: serial.speedup_over(&pipelined),
         ecrecover_tps_per_core: ratio(ecrecover_tps_per_core, 1.0),
         bound_tps: ratio(bound_tps, 1.0),
         bound_ratio: ratio(parallel.tps, bound_tps),
-        serial,
+        serial: serial_report,
+        staged: run_report(&staged.times, staged.wall, args.txs),
         parallel,
     };
     println!(
@@ -290,51 +365,35 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         report.runs
     );
     println!(
-        "{:<10} {:>12} {:>12} {:>9}",
-        "stage", "serial ms", "parallel ms", "speedup"
+        "staged: each stage alone on the cores; pipelined: the node's import, block N+1 decoded and verified while block N executes and commits"
     );
-    let rows = [
-        (
-            "decode",
-            report.serial.decode_ms,
-            report.parallel.decode_ms,
-            report.speedup.decode,
-        ),
-        (
-            "verify",
-            report.serial.verify_ms,
-            report.parallel.verify_ms,
-            report.speedup.verify,
-        ),
-        (
-            "execute",
-            report.serial.execute_ms,
-            report.parallel.execute_ms,
-            report.speedup.execute,
-        ),
-        (
-            "commit",
-            report.serial.commit_ms,
-            report.parallel.commit_ms,
-            report.speedup.commit,
-        ),
-        (
-            "total",
-            report.serial.total_ms,
-            report.parallel.total_ms,
-            report.speedup.total,
-        ),
+    println!(
+        "{:<10} {:>10} {:>10} {:>8} {:>13} {:>8}",
+        "stage", "serial ms", "staged ms", "speedup", "pipelined ms", "speedup"
+    );
+    let columns = [
+        report.serial.columns(),
+        report.staged.columns(),
+        report.pipelined_speedup.columns(),
+        report.parallel.columns(),
     ];
-    for (stage, serial, parallel, speedup) in rows {
-        println!("{stage:<10} {serial:>12.1} {parallel:>12.1} {speedup:>8.2}x");
+    let [serial, staged, pipelined_speedup, pipelined] = columns;
+    let speedup = report.speedup.columns();
+    for (i, stage) in STAGES.iter().enumerate() {
+        println!(
+            "{stage:<10} {:>10.1} {:>10.1} {:>7.2}x {:>13.1} {:>7.2}x",
+            serial[i], staged[i], speedup[i], pipelined[i], pipelined_speedup[i]
+        );
     }
-    let bars: Vec<StageBar> = rows
+    // The chart shows what each stage costs alone, serial and parallel.
+    let bars: Vec<StageBar> = STAGES
         .iter()
         .take(4)
-        .map(|&(stage, serial_ms, parallel_ms, _)| StageBar {
+        .enumerate()
+        .map(|(i, &stage)| StageBar {
             stage,
-            serial_ms,
-            parallel_ms,
+            serial_ms: serial[i],
+            parallel_ms: staged[i],
         })
         .collect();
     let title = format!(
