@@ -43,9 +43,9 @@ use std::{
 
 use parking_lot::RwLock;
 
-use alloy_primitives::Address;
+use alloy_primitives::{Address, B256};
 use revm::context_interface::ContextTr;
-use stave_primitives::{Header, RecoveredTx, StateDiff};
+use stave_primitives::{Header, LeafHasher, RecoveredTx, SerialLeaves, StateDiff};
 
 use crate::{
     db::{AccountWrite, BlockDb, Changes, Committed, Overlay, Read, RecordingDb, SortedChanges},
@@ -302,6 +302,35 @@ impl ParallelExecutor {
     }
 }
 
+/// A block's roots are hashed on the executor's threads, the caller's among them (part 0
+/// here, the others on the pool): a block's 5,000 changed accounts take ~1.1 ms of
+/// keccak on one thread.
+impl LeafHasher for ParallelExecutor {
+    fn parts(&self) -> usize {
+        self.threads()
+    }
+
+    fn hash_parts(
+        &self,
+        parts: usize,
+        hash_part: &(dyn Fn(usize) -> Vec<B256> + Sync),
+    ) -> Vec<Vec<B256>> {
+        let Some(pool) = &self.pool else {
+            return SerialLeaves.hash_parts(parts, hash_part);
+        };
+        let mut hashed = vec![Vec::new(); parts];
+        if let Some((first, rest)) = hashed.split_first_mut() {
+            pool.in_place_scope(|scope| {
+                for (part, slot) in (1..).zip(rest) {
+                    scope.spawn(move |_| *slot = hash_part(part));
+                }
+                *first = hash_part(0);
+            });
+        }
+        hashed
+    }
+}
+
 /// True when the whole chunk can be committed as it was speculated: every transaction
 /// ran, fits the block's gas in turn, and read what the committed state holds now.
 fn chunk_holds(
@@ -454,6 +483,26 @@ mod tests {
             stops_after(&[true, false, false, false, false, true, false, false]),
             Some(7)
         );
+    }
+
+    #[test]
+    fn roots_hashed_on_the_executors_threads_equal_roots_hashed_on_one() {
+        let encode = |item: &u64, out: &mut Vec<u8>| out.extend_from_slice(&item.to_be_bytes());
+        for len in [0, 31, 600, 5000] {
+            let items: Vec<u64> = (0..len).collect();
+            let serial = stave_primitives::chunked_root(&items, encode, &SerialLeaves);
+            for threads in [1, 2, 3] {
+                let executor = ParallelExecutor::new(threads).expect("threads");
+                let parts =
+                    executor.hash_parts(threads, &|part| vec![B256::with_last_byte(part as u8)]);
+                let expected: Vec<Vec<B256>> = (0..threads)
+                    .map(|part| vec![B256::with_last_byte(part as u8)])
+                    .collect();
+                assert_eq!(parts, expected, "parts come back in order");
+                let root = stave_primitives::chunked_root(&items, encode, &executor);
+                assert_eq!(root, serial, "{len} items on {threads} threads");
+            }
+        }
     }
 
     #[test]

@@ -25,8 +25,8 @@ use stave_codec::{
 use stave_exec::StateReader;
 use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor};
 use stave_primitives::{
-    Block, ChainSpec, Header, Receipt, RecoveredTx, SealedBlock, StateDiff, merkle_root,
-    receipts_root, state_root,
+    Block, ChainSpec, GlobalPoolLeaves, Header, LeafHasher, Receipt, RecoveredTx, SealedBlock,
+    SerialLeaves, StateDiff, merkle_root, receipts_root, state_root,
 };
 use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, Prefetcher, SpeculativeLayer, StateLayers};
 use stave_storage::{
@@ -50,7 +50,7 @@ pub fn genesis(spec: &ChainSpec) -> (SealedBlock, StateDiff) {
         base_fee_per_gas: spec.base_fee(),
         transactions_root: merkle_root(&[]),
         receipts_root: merkle_root(&[]),
-        state_root: state_root(B256::ZERO, &diff),
+        state_root: state_root(B256::ZERO, &diff, &GlobalPoolLeaves),
         extra_data: spec.genesis().extra_data.clone(),
         ..Header::default()
     };
@@ -308,7 +308,7 @@ fn state_root_after(
     diff: &StateDiff,
 ) -> Result<B256, ImportError> {
     let parent = header(store, number - 1)?.ok_or(ImportError::NoGenesis)?;
-    Ok(state_root(parent.state_root, diff))
+    Ok(state_root(parent.state_root, diff, &GlobalPoolLeaves))
 }
 
 /// Stored block `number`, decoded.
@@ -534,14 +534,11 @@ impl<'s> Chain<'s> {
         mode: Mode,
         on: ExecuteOn,
     ) -> Result<ExecutionOutcome, ImportError> {
-        match (self.parallelism, on) {
-            (Parallelism::Parallel, ExecuteOn::AllThreads) => {
-                self.executor
-                    .execute(state, self.chain_id, header, txs, mode)
-            }
-            (Parallelism::Serial, _) | (_, ExecuteOn::OneThread) => {
-                stave_exec::execute_serial(state, self.chain_id, header, txs, mode)
-            }
+        if self.on_executor(on) {
+            self.executor
+                .execute(state, self.chain_id, header, txs, mode)
+        } else {
+            stave_exec::execute_serial(state, self.chain_id, header, txs, mode)
         }
         .map_err(|source| ImportError::Execute {
             number: header.number,
@@ -551,6 +548,21 @@ impl<'s> Chain<'s> {
 
     fn parallel(&self) -> bool {
         self.parallelism == Parallelism::Parallel
+    }
+
+    /// Whether a block executed `on` these threads runs on the executor's threads.
+    fn on_executor(&self, on: ExecuteOn) -> bool {
+        self.parallel() && on == ExecuteOn::AllThreads
+    }
+
+    /// Where the roots of a block executed `on` these threads are hashed: on the
+    /// executor's threads with it, else on this thread.
+    fn leaf_hasher(&self, on: ExecuteOn) -> &dyn LeafHasher {
+        if self.on_executor(on) {
+            &self.executor
+        } else {
+            &SerialLeaves
+        }
     }
 
     /// Executes `txs` as the next block (invalid ones are left out) and returns it with
@@ -626,8 +638,9 @@ impl<'s> Chain<'s> {
             .map(|&i| (txs[i].tx.clone(), txs[i].sender))
             .unzip();
         header.gas_used = outcome.gas_used;
-        header.receipts_root = receipts_root(&outcome.receipts);
-        header.state_root = state_root(parent.state_root, &outcome.diff);
+        let hasher = self.leaf_hasher(ExecuteOn::AllThreads);
+        header.receipts_root = receipts_root(&outcome.receipts, hasher);
+        header.state_root = state_root(parent.state_root, &outcome.diff, hasher);
         let mut block = Block {
             header,
             transactions,
@@ -973,6 +986,7 @@ impl<'s> Chain<'s> {
     ) -> Result<ExecutionOutcome, ImportError> {
         let outcome = self.execute(state, block.header(), recovered, Mode::Validate, on)?;
         let header = block.header();
+        let hasher = self.leaf_hasher(on);
         let claims = [
             (
                 "gas_used",
@@ -982,12 +996,12 @@ impl<'s> Chain<'s> {
             (
                 "receipts_root",
                 header.receipts_root.to_string(),
-                receipts_root(&outcome.receipts).to_string(),
+                receipts_root(&outcome.receipts, hasher).to_string(),
             ),
             (
                 "state_root",
                 header.state_root.to_string(),
-                state_root(parent.state_root, &outcome.diff).to_string(),
+                state_root(parent.state_root, &outcome.diff, hasher).to_string(),
             ),
         ];
         match claims

@@ -28,7 +28,9 @@ pub use alloy_primitives::{Address, B256, Bytes, Signature, U256, keccak256};
 pub use chainspec::{ChainSpec, DEFAULT_BASE_FEE, DEV_BALANCE_WEI, DEV_GAS_LIMIT};
 pub use error::{ChainSpecError, TxError};
 pub use header::{Block, Header, SealedBlock, SealedHeader};
-pub use merkle::{ITEMS_PER_LEAF, chunked_root, merkle_root};
+pub use merkle::{
+    GlobalPoolLeaves, ITEMS_PER_LEAF, LeafHasher, SerialLeaves, chunked_root, merkle_root,
+};
 pub use receipt::{Receipt, decode_stored_receipts, encode_stored_receipts, receipts_root};
 pub use state::{AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, StateDiff, state_root};
 pub use stored_diff::{StoredDiffError, decode_stored_diff, encode_stored_diff};

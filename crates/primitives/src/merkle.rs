@@ -15,11 +15,8 @@ use rayon::prelude::*;
 /// costs ~200 ns, less than handing the work to the pool.
 const PARALLEL_MIN_NODES: usize = 1024;
 
-/// Below this many leaves a [`chunked_root`] is hashed on the calling thread: a block's
-/// 2,500 receipts or 5,000 account changes take 0.1 to 1.4 ms there, while handing them
-/// to the pool when the pipeline's other stages keep its threads busy cost up to 8 ms
-/// of waiting (measured in `stave bench pipeline`).
-const PARALLEL_MIN_LEAVES: usize = 512;
+/// Fewer leaves than this a [`chunked_root`] hashes in one part: ~50 µs of keccak.
+const MIN_LEAVES_PER_PART: usize = 16;
 
 /// Items per leaf of a [`chunked_root`]: 32, so a leaf of small items (a transfer's receipt
 /// is 10 bytes) fills keccak's 136-byte blocks instead of paying a whole permutation each.
@@ -44,35 +41,93 @@ pub fn merkle_root(hashes: &[B256]) -> B256 {
     keccak256(preimage)
 }
 
+/// Where a [`chunked_root`]'s leaves are hashed: the list is cut into parts, each hashed
+/// on a thread of its own when there are threads for it.
+pub trait LeafHasher: Sync {
+    /// Parts worth cutting a list into (the threads that would hash them).
+    fn parts(&self) -> usize;
+    /// Runs `hash_part(i)` for every `i` in `0..parts`, and returns the results in order.
+    fn hash_parts(
+        &self,
+        parts: usize,
+        hash_part: &(dyn Fn(usize) -> Vec<B256> + Sync),
+    ) -> Vec<Vec<B256>>;
+}
+
+/// Hashes every leaf on the calling thread (the serial baseline, and small lists).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SerialLeaves;
+
+impl LeafHasher for SerialLeaves {
+    fn parts(&self) -> usize {
+        1
+    }
+
+    fn hash_parts(
+        &self,
+        parts: usize,
+        hash_part: &(dyn Fn(usize) -> Vec<B256> + Sync),
+    ) -> Vec<Vec<B256>> {
+        (0..parts).map(hash_part).collect()
+    }
+}
+
+/// Hashes the parts on rayon's global pool: for work nothing else runs beside (a
+/// genesis, the blocks replayed at start). While the pipeline recovers the next block's
+/// signatures there, a block's roots waited up to 8 ms behind them (`stave bench
+/// pipeline`), so a block's roots are hashed on the executor's threads instead.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GlobalPoolLeaves;
+
+impl LeafHasher for GlobalPoolLeaves {
+    fn parts(&self) -> usize {
+        rayon::current_num_threads()
+    }
+
+    fn hash_parts(
+        &self,
+        parts: usize,
+        hash_part: &(dyn Fn(usize) -> Vec<B256> + Sync),
+    ) -> Vec<Vec<B256>> {
+        (0..parts).into_par_iter().map(hash_part).collect()
+    }
+}
+
 /// The [`merkle_root`] over leaves of [`ITEMS_PER_LEAF`] consecutive items each, a leaf
-/// being `keccak256` of its items' encodings concatenated; leaves are hashed in parallel.
+/// being `keccak256` of its items' encodings concatenated; the leaves are cut into as
+/// many parts as `hasher` has threads (each part at least 16 leaves), hashed there.
 /// `encode` must append a prefix-free encoding (no item's a prefix of another's, as RLP's),
 /// so that a leaf's bytes determine its items and the root determines the whole list.
 ///
 /// Hashing each item on its own would cost at least one keccak permutation per item plus
 /// one per tree node; leaves of 32 items cost about one per 136 bytes of encoding: for
 /// 2,500 transfer receipts, about 300 permutations instead of 7,500.
-pub fn chunked_root<T: Sync>(items: &[T], encode: impl Fn(&T, &mut Vec<u8>) + Sync) -> B256 {
-    let hash_leaf = |bytes: &mut Vec<u8>, chunk: &[T]| {
-        bytes.clear();
-        for item in chunk {
-            encode(item, bytes);
-        }
-        keccak256(&bytes)
-    };
-    let leaves: Vec<B256> = if items.len() < PARALLEL_MIN_LEAVES * ITEMS_PER_LEAF {
+pub fn chunked_root<T: Sync>(
+    items: &[T],
+    encode: impl Fn(&T, &mut Vec<u8>) + Sync,
+    hasher: &dyn LeafHasher,
+) -> B256 {
+    let leaves = items.len().div_ceil(ITEMS_PER_LEAF);
+    let parts = hasher.parts().min(leaves / MIN_LEAVES_PER_PART).max(1);
+    // Part `i` hashes the leaves from `leaves * i / parts`: parts meet at leaf bounds.
+    let first_item = |part: usize| (leaves * part / parts * ITEMS_PER_LEAF).min(items.len());
+    let hash_part = |part: usize| {
         let mut bytes = Vec::new();
-        items
+        items[first_item(part)..first_item(part + 1)]
             .chunks(ITEMS_PER_LEAF)
-            .map(|chunk| hash_leaf(&mut bytes, chunk))
-            .collect()
-    } else {
-        items
-            .par_chunks(ITEMS_PER_LEAF)
-            .map_init(Vec::new, hash_leaf)
+            .map(|chunk| {
+                bytes.clear();
+                chunk.iter().for_each(|item| encode(item, &mut bytes));
+                keccak256(&bytes)
+            })
             .collect()
     };
-    merkle_root(&leaves)
+    let hashed: Vec<B256> = if parts == 1 {
+        hash_part(0)
+    } else {
+        hasher.hash_parts(parts, &hash_part).concat()
+    };
+    merkle_root(&hashed)
 }
 
 fn hash_pair(pair: &[B256]) -> B256 {
@@ -153,23 +208,77 @@ mod tests {
         };
         let leaves: Vec<B256> = items.chunks(ITEMS_PER_LEAF).map(leaf).collect();
         assert_eq!(leaves.len(), 3);
-        let root = chunked_root(&items, encode_bytes);
+        let root = chunked_root(&items, encode_bytes, &SerialLeaves);
         assert_eq!(root, merkle_root(&leaves));
         // Order, content, and the count within one leaf all change the root.
         let mut swapped = items.clone();
         swapped.swap(40, 41);
-        assert_ne!(root, chunked_root(&swapped, encode_bytes));
+        assert_ne!(root, chunked_root(&swapped, encode_bytes, &SerialLeaves));
         let mut changed = items.clone();
         changed[69].push(0);
-        assert_ne!(root, chunked_root(&changed, encode_bytes));
-        assert_ne!(root, chunked_root(&items[..69], encode_bytes));
+        assert_ne!(root, chunked_root(&changed, encode_bytes, &SerialLeaves));
+        assert_ne!(
+            root,
+            chunked_root(&items[..69], encode_bytes, &SerialLeaves)
+        );
         // Two items cannot pass for one: [a, b] and [a ‖ b] differ.
         let joined = vec![[items[1].clone(), items[2].clone()].concat()];
         assert_ne!(
-            chunked_root(&items[1..3], encode_bytes),
-            chunked_root(&joined, encode_bytes)
+            chunked_root(&items[1..3], encode_bytes, &SerialLeaves),
+            chunked_root(&joined, encode_bytes, &SerialLeaves)
         );
-        assert_eq!(chunked_root::<Vec<u8>>(&[], encode_bytes), merkle_root(&[]));
+        assert_eq!(
+            chunked_root::<Vec<u8>>(&[], encode_bytes, &SerialLeaves),
+            merkle_root(&[])
+        );
+    }
+
+    /// Runs the parts one after another on the calling thread, as if it had `threads`
+    /// threads, and records how many parts it was given.
+    struct PartsSeen {
+        threads: usize,
+        seen: std::sync::Mutex<Vec<usize>>,
+    }
+
+    impl LeafHasher for PartsSeen {
+        fn parts(&self) -> usize {
+            self.threads
+        }
+
+        fn hash_parts(
+            &self,
+            parts: usize,
+            hash_part: &(dyn Fn(usize) -> Vec<B256> + Sync),
+        ) -> Vec<Vec<B256>> {
+            self.seen.lock().expect("not poisoned").push(parts);
+            (0..parts).map(hash_part).collect()
+        }
+    }
+
+    #[test]
+    fn a_root_hashed_in_parts_is_the_root_hashed_whole() {
+        let encode = |item: &u32, out: &mut Vec<u8>| out.extend_from_slice(&item.to_be_bytes());
+        // 5,000 items (157 leaves, the last one short) and lengths around the cuts.
+        for len in [0, 1, 511, 512, 513, 1000, 5000] {
+            let items: Vec<u32> = (0..len).collect();
+            let whole = chunked_root(&items, encode, &SerialLeaves);
+            for threads in [2, 3, 8] {
+                let hasher = PartsSeen {
+                    threads,
+                    seen: Default::default(),
+                };
+                assert_eq!(
+                    chunked_root(&items, encode, &hasher),
+                    whole,
+                    "{len}, {threads}"
+                );
+                let leaves = (len as usize).div_ceil(ITEMS_PER_LEAF);
+                let expected = threads.min(leaves / MIN_LEAVES_PER_PART);
+                let seen = hasher.seen.into_inner().expect("not poisoned");
+                assert_eq!(seen, [expected].repeat(usize::from(expected > 1)), "{len}");
+            }
+            assert_eq!(chunked_root(&items, encode, &GlobalPoolLeaves), whole);
+        }
     }
 
     #[test]

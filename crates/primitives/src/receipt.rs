@@ -3,7 +3,7 @@
 use alloy_primitives::{B256, Log};
 use alloy_rlp::{Decodable, Encodable};
 
-use crate::merkle::chunked_root;
+use crate::merkle::{LeafHasher, chunked_root};
 
 /// A receipt as Ethereum defines it (status, cumulative gas used, logs) with its logs
 /// bloom, in alloy's types so RPC clients read it unchanged.
@@ -85,14 +85,16 @@ pub fn decode_stored_receipts(mut bytes: &[u8]) -> alloy_rlp::Result<Vec<Receipt
 }
 
 /// The header's `receipts_root`: the [`chunked_root`] over the receipts' RLP without their
-/// blooms. A receipt is proven by its leaf's 32 receipts and the Merkle path.
-pub fn receipts_root(receipts: &[Receipt]) -> B256 {
-    chunked_root(receipts, encode_without_bloom)
+/// blooms, its leaves hashed by `hasher`. A receipt is proven by its leaf's 32 receipts
+/// and the Merkle path.
+pub fn receipts_root(receipts: &[Receipt], hasher: &dyn LeafHasher) -> B256 {
+    chunked_root(receipts, encode_without_bloom, hasher)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SerialLeaves;
     use alloy_primitives::{Address, Bytes, LogData};
 
     /// A receipt whose bloom alloy computes from its logs.
@@ -154,8 +156,8 @@ mod tests {
         // The same bytes as a plain receipt list (with blooms) are refused, not misread.
         assert!(decode_stored_receipts(&alloy_rlp::encode(vec![receipt.clone()])).is_err());
         assert_ne!(
-            receipts_root(&[receipt.clone(), failed.clone()]),
-            receipts_root(&[failed, receipt])
+            receipts_root(&[receipt.clone(), failed.clone()], &SerialLeaves),
+            receipts_root(&[failed, receipt], &SerialLeaves)
         );
     }
 }

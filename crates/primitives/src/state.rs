@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use alloy_primitives::{Address, B256, Bytes, KECCAK256_EMPTY, U256, keccak256};
 
-use crate::{ChainSpec, merkle::chunked_root};
+use crate::{
+    ChainSpec,
+    merkle::{LeafHasher, chunked_root},
+};
 
 /// An account as state stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,14 +307,14 @@ impl Change<'_> {
 /// The header's `state_root` after a block: `keccak256(parent_root ‖ diff_root)`, where
 /// `diff_root` is the [`chunked_root`] over the changed accounts in address order (each
 /// with its new fields or deletion, storage-cleared flag, and written slots in slot order)
-/// and then the hashes of deployed code, computed in parallel.
+/// and then the hashes of deployed code, its leaves hashed by `hasher`.
 ///
 /// What it proves: two nodes with the same genesis and the same root applied the same
 /// sequence of state changes, so their states are equal; a node that executed a block
 /// differently gets a different root. What it does not: it is a hash chain over diffs,
 /// not a trie over the state, so there are no proofs of single accounts (no
 /// `eth_getProof`) and verifying it needs every diff since genesis.
-pub fn state_root(parent_root: B256, diff: &StateDiff) -> B256 {
+pub fn state_root(parent_root: B256, diff: &StateDiff, hasher: &dyn LeafHasher) -> B256 {
     let changes: Vec<Change<'_>> = diff
         .accounts
         .iter()
@@ -320,13 +323,14 @@ pub fn state_root(parent_root: B256, diff: &StateDiff) -> B256 {
         .collect();
     let mut preimage = [0u8; 64];
     preimage[..32].copy_from_slice(parent_root.as_slice());
-    preimage[32..].copy_from_slice(chunked_root(&changes, Change::encode).as_slice());
+    preimage[32..].copy_from_slice(chunked_root(&changes, Change::encode, hasher).as_slice());
     keccak256(preimage)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SerialLeaves;
 
     fn diff(balance: u64) -> StateDiff {
         let mut diff = StateDiff::default();
@@ -485,22 +489,25 @@ mod tests {
 
     #[test]
     fn state_root_commits_to_parent_and_every_change() {
-        let root = state_root(B256::ZERO, &diff(5));
-        assert_eq!(root, state_root(B256::ZERO, &diff(5)));
-        assert_ne!(root, state_root(B256::ZERO, &diff(6)));
-        assert_ne!(root, state_root(B256::repeat_byte(1), &diff(5)));
+        let root = state_root(B256::ZERO, &diff(5), &SerialLeaves);
+        assert_eq!(root, state_root(B256::ZERO, &diff(5), &SerialLeaves));
+        assert_ne!(root, state_root(B256::ZERO, &diff(6), &SerialLeaves));
+        assert_ne!(
+            root,
+            state_root(B256::repeat_byte(1), &diff(5), &SerialLeaves)
+        );
         let mut slot = diff(5);
         slot.accounts.values_mut().for_each(|c| {
             c.storage.insert(U256::from(1), U256::from(3));
         });
-        assert_ne!(root, state_root(B256::ZERO, &slot));
+        assert_ne!(root, state_root(B256::ZERO, &slot, &SerialLeaves));
         let mut deleted = diff(5);
         deleted.accounts.values_mut().for_each(|c| c.info = None);
-        assert_ne!(root, state_root(B256::ZERO, &deleted));
+        assert_ne!(root, state_root(B256::ZERO, &deleted, &SerialLeaves));
         let mut deployed = diff(5);
         deployed
             .codes
             .insert(B256::repeat_byte(7), Bytes::from_static(&[0x00]));
-        assert_ne!(root, state_root(B256::ZERO, &deployed));
+        assert_ne!(root, state_root(B256::ZERO, &deployed, &SerialLeaves));
     }
 }
