@@ -388,13 +388,7 @@ fn apply_writes(diff: &mut Changes, writes: &[AccountWrite]) {
     for AccountWrite { address, change } in writes {
         let account = diff.accounts.entry(*address).or_default();
         match change {
-            WriteKind::Deleted => {
-                *account = AccountDiff {
-                    info: None,
-                    storage_cleared: true,
-                    ..Default::default()
-                };
-            }
+            WriteKind::Deleted => *account = AccountDiff::deleted(),
             WriteKind::Updated {
                 info,
                 created,
@@ -599,14 +593,7 @@ mod tests {
             accounts: [
                 (token, account(0, false, &[(7, 70), (0x1_0008, 80)])),
                 (created, account(5, true, &[(1, 10)])),
-                (
-                    gone,
-                    AccountDiff {
-                        info: None,
-                        storage_cleared: true,
-                        storage: BTreeMap::new(),
-                    },
-                ),
+                (gone, AccountDiff::deleted()),
             ]
             .into_iter()
             .collect(),

@@ -251,7 +251,7 @@ mod tests {
             hash_part: &(dyn Fn(usize) -> Vec<B256> + Sync),
         ) -> Vec<Vec<B256>> {
             self.seen.lock().expect("not poisoned").push(parts);
-            (0..parts).map(hash_part).collect()
+            SerialLeaves.hash_parts(parts, hash_part)
         }
     }
 

@@ -34,6 +34,15 @@ pub struct AccountDiff {
 }
 
 impl AccountDiff {
+    /// The change of an account deleted in the block: no account, no storage.
+    pub fn deleted() -> Self {
+        Self {
+            info: None,
+            storage_cleared: true,
+            storage: BTreeMap::new(),
+        }
+    }
+
     /// Folds `later`, a change made after this one, on top of it: the account as applying
     /// both in order leaves it. A later clear (self-destruct, re-creation) ends all that
     /// came before; otherwise the earlier slots stay under the later ones.

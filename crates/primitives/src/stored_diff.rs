@@ -227,14 +227,7 @@ mod tests {
                         ]),
                     },
                 ),
-                (
-                    Address::repeat_byte(0xff),
-                    AccountDiff {
-                        info: None,
-                        storage_cleared: true,
-                        storage: BTreeMap::new(),
-                    },
-                ),
+                (Address::repeat_byte(0xff), AccountDiff::deleted()),
             ]
             .into_iter()
             .collect(),

@@ -193,17 +193,6 @@ fn import(
     Ok((times, wall, chain.head()?.1))
 }
 
-fn run_report(times: &StageTimes, wall: Duration, txs: usize) -> RunReport {
-    RunReport {
-        decode_ms: ms(times.decode),
-        verify_ms: ms(times.verify),
-        execute_ms: ms(times.execute),
-        commit_ms: ms(times.commit),
-        total_ms: ms(wall),
-        tps: ratio(txs as f64, wall.as_secs_f64()),
-    }
-}
-
 /// One import's stage times and wall time.
 #[derive(Debug)]
 struct Import {
@@ -217,6 +206,18 @@ fn speed(serial: Duration, parallel: Duration) -> f64 {
 }
 
 impl Import {
+    /// This import's times in milliseconds, and its rate over `txs` transactions.
+    fn report(&self, txs: usize) -> RunReport {
+        RunReport {
+            decode_ms: ms(self.times.decode),
+            verify_ms: ms(self.times.verify),
+            execute_ms: ms(self.times.execute),
+            commit_ms: ms(self.times.commit),
+            total_ms: ms(self.wall),
+            tps: ratio(txs as f64, self.wall.as_secs_f64()),
+        }
+    }
+
     /// This import's times over `other`'s, stage by stage and in all.
     fn speedup_over(&self, other: &Import) -> Speedup {
         Speedup {
@@ -333,8 +334,7 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
     let serial = median_import(&serials);
     let staged = median_import(&stageds);
     let pipelined = median_import(&pipelineds);
-    let serial_report = run_report(&serial.times, serial.wall, args.txs);
-    let parallel = run_report(&pipelined.times, pipelined.wall, args.txs);
+    let parallel = pipelined.report(args.txs);
     let bound_tps = threads as f64 * ecrecover_tps_per_core;
     let report = Report {
         workload: args.workload,
@@ -351,8 +351,8 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         ecrecover_tps_per_core: ratio(ecrecover_tps_per_core, 1.0),
         bound_tps: ratio(bound_tps, 1.0),
         bound_ratio: ratio(parallel.tps, bound_tps),
-        serial: serial_report,
-        staged: run_report(&staged.times, staged.wall, args.txs),
+        serial: serial.report(args.txs),
+        staged: staged.report(args.txs),
         parallel,
     };
     println!(
@@ -371,18 +371,15 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         "{:<10} {:>10} {:>10} {:>8} {:>13} {:>8}",
         "stage", "serial ms", "staged ms", "speedup", "pipelined ms", "speedup"
     );
-    let columns = [
-        report.serial.columns(),
-        report.staged.columns(),
-        report.pipelined_speedup.columns(),
-        report.parallel.columns(),
-    ];
-    let [serial, staged, pipelined_speedup, pipelined] = columns;
+    let serial_ms = report.serial.columns();
+    let staged_ms = report.staged.columns();
+    let pipelined_ms = report.parallel.columns();
     let speedup = report.speedup.columns();
+    let pipelined_speedup = report.pipelined_speedup.columns();
     for (i, stage) in STAGES.iter().enumerate() {
         println!(
             "{stage:<10} {:>10.1} {:>10.1} {:>7.2}x {:>13.1} {:>7.2}x",
-            serial[i], staged[i], speedup[i], pipelined[i], pipelined_speedup[i]
+            serial_ms[i], staged_ms[i], speedup[i], pipelined_ms[i], pipelined_speedup[i]
         );
     }
     // The chart shows what each stage costs alone, serial and parallel.
@@ -392,8 +389,8 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         .enumerate()
         .map(|(i, &stage)| StageBar {
             stage,
-            serial_ms: serial[i],
-            parallel_ms: staged[i],
+            serial_ms: serial_ms[i],
+            parallel_ms: staged_ms[i],
         })
         .collect();
     let title = format!(
