@@ -196,6 +196,21 @@ impl ParallelExecutor {
             .map_or(1, |pool| pool.current_num_threads() + 1)
     }
 
+    /// Runs `there` on one of the executor's threads and `here` on the caller's, side by
+    /// side (one after the other on one thread), for two independent halves of a stage
+    /// between blocks, when the executor's threads are idle. `there` should not use rayon:
+    /// on the executor's thread it would run on the executor's pool, not the global one.
+    pub fn join<T: Send, H>(
+        &self,
+        there: impl FnOnce() -> T + Send,
+        here: impl FnOnce() -> H,
+    ) -> (T, H) {
+        match &self.pool {
+            Some(pool) => side_by_side(pool, there, here),
+            None => (there(), here()),
+        }
+    }
+
     /// Executes `txs` on `base` under `header`; the result equals [`crate::execute_serial`]'s.
     pub fn execute(
         &self,

@@ -766,25 +766,54 @@ impl<'s> Chain<'s> {
     /// Writes the block with its state journaled, then moves its state diff into the
     /// layers and flushes the oldest ones if enough piled up. A block already stored
     /// changes nothing.
+    ///
+    /// The stage's two halves are independent until the layer is published: in parallel
+    /// the block's layer (bloom filter, account index, transaction positions) is prepared
+    /// on the executor's thread while this one encodes and writes the block, and is
+    /// published once the block is stored; serially the layer is prepared after the
+    /// write, only for a new block. The batch is encoded on this thread either way: with
+    /// the other core preparing the layer, encoding it on rayon's pool as well put three
+    /// threads on two cores (`stave bench commit`: 0.88–1.12x serial, against 1.29–1.71x).
     fn commit_parts(
         &self,
         prepared: &mut PreparedBlock,
         flush: Flush,
     ) -> Result<Committed, ImportError> {
-        let committed = commit_block(self.store, &prepared.input(), self.parallel())?;
-        if committed == Committed::New {
-            let block = &prepared.block;
-            self.layers.push(
-                block.number(),
-                block.hash(),
-                std::mem::take(&mut prepared.diff),
-                TxPositions::of(block),
-            )?;
-            if flush == Flush::Now {
-                self.layers.flush(self.parallel())?;
+        let block = &prepared.block;
+        let write = || commit_block(self.store, &prepared.input(), false);
+        let prepare = || {
+            self.layers
+                .prepare(block.number(), &prepared.diff, TxPositions::of(block))
+        };
+        let (committed, layer) = if self.parallel() {
+            let (layer, committed) = self.executor.join(prepare, write);
+            (committed, Some(layer))
+        } else {
+            (write(), None)
+        };
+        let discard = |layer: Option<Result<_, _>>| {
+            if let Some(Ok(layer)) = layer {
+                self.layers.discard(layer, &prepared.diff);
+            }
+        };
+        match committed {
+            Ok(Committed::New) => {}
+            other => {
+                discard(layer);
+                return Ok(other?);
             }
         }
-        Ok(committed)
+        let layer = match layer {
+            Some(layer) => layer?,
+            None => prepare()?,
+        };
+        let hash = block.hash();
+        self.layers
+            .publish(layer, hash, std::mem::take(&mut prepared.diff))?;
+        if flush == Flush::Now {
+            self.layers.flush(self.parallel())?;
+        }
+        Ok(Committed::New)
     }
 
     /// Builds the next block from `txs` (invalid ones are left out), commits it, and

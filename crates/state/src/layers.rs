@@ -72,7 +72,7 @@ impl LayerReads {
 }
 
 /// Reads since the layers were made; they only grow. Each read adds to them, and
-/// `stave_state_reads_total` gets what they gained once per block ([`StateLayers::push`]).
+/// `stave_state_reads_total` gets what they gained once per block ([`StateLayers::publish`]).
 /// A metrics call per read had cost more than the read: 2,500 reads of the newest layer
 /// took 469 µs with the node's Prometheus recorder installed and 319 µs with none, and
 /// take 178 µs either way without it (`cargo bench -p stave-state --bench layers`).
@@ -101,6 +101,23 @@ pub(crate) enum Reader {
     Execution,
     Prefetch,
     Historical,
+}
+
+/// A block's layer, prepared but not pushed yet ([`StateLayers::prepare`]): its bloom
+/// filter is built and its accounts are indexed, but no snapshot finds it.
+#[must_use = "a prepared layer is published or discarded"]
+pub struct PreparedLayer {
+    number: u64,
+    txs: TxPositions,
+    bloom: KeyBloom,
+}
+
+impl std::fmt::Debug for PreparedLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedLayer")
+            .field("number", &self.number)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The state of a chain: the last blocks' diff layers over the flushed state on disk.
@@ -180,6 +197,21 @@ impl<'s> StateLayers<'s> {
         diff: StateDiff,
         txs: TxPositions,
     ) -> Result<(), StateLayerError> {
+        let layer = self.prepare(number, &diff, txs)?;
+        self.publish(layer, hash, diff)
+    }
+
+    /// The part of [`StateLayers::push`] that no snapshot sees, so that it may run while
+    /// the block is being written: checks that block `number` follows the head, builds
+    /// its bloom filter and indexes the accounts `diff` changed. [`StateLayers::publish`]
+    /// then pushes the layer, or [`StateLayers::discard`] undoes this if the block is not
+    /// stored after all.
+    pub fn prepare(
+        &self,
+        number: u64,
+        diff: &StateDiff,
+        txs: TxPositions,
+    ) -> Result<PreparedLayer, StateLayerError> {
         let (parent_bloom, rebuild_from) = {
             let layers = self.layers.read();
             let head = layers
@@ -209,49 +241,65 @@ impl<'s> StateLayers<'s> {
             }
             (None, None) => KeyBloom::new(),
         };
-        keys(&diff).for_each(|key| bloom.insert(&key));
-        // Values read this block are stale for the keys the block wrote; a pool grown
-        // past its bound starts over.
-        self.forget_origin(&diff);
+        keys(diff).for_each(|key| bloom.insert(&key));
+        // The origin values of the keys the block wrote stay: the layer hides them from
+        // every snapshot that has it, and the flush that writes the layer to disk drops
+        // them. A pool grown past its bound starts over.
         let held: usize = self.origin.iter().map(|shard| shard.read().len()).sum();
         if held > ORIGIN_CAPACITY {
             self.clear_origin();
         }
-        // Indexed before it is pushed: a snapshot that has the layer finds it listed.
-        self.touched.add(number, &diff);
+        // Indexed before it is pushed: a snapshot that has the layer finds it listed (and
+        // a snapshot below it skips the entry).
+        self.touched.add(number, diff);
+        Ok(PreparedLayer { number, txs, bloom })
+    }
+
+    /// Pushes a layer [`StateLayers::prepare`] made from `diff`, block `hash`'s changes, as
+    /// the new head; fails if another layer was pushed meanwhile.
+    pub fn publish(
+        &self,
+        layer: PreparedLayer,
+        hash: B256,
+        diff: StateDiff,
+    ) -> Result<(), StateLayerError> {
         self.publish_reads();
-        self.layers.write().push(Arc::new(DiffLayer {
-            number,
+        let mut layers = self.layers.write();
+        let head = layers
+            .last()
+            .map_or_else(|| self.flushed(), |layer| layer.number);
+        if layer.number != head + 1 {
+            drop(layers);
+            self.touched.remove(layer.number, &diff);
+            return Err(StateLayerError::NotChild {
+                number: layer.number,
+                head,
+            });
+        }
+        layers.push(Arc::new(DiffLayer {
+            number: layer.number,
             hash,
             diff,
-            txs,
-            bloom: Arc::new(bloom),
+            txs: layer.txs,
+            bloom: Arc::new(layer.bloom),
         }));
         Ok(())
+    }
+
+    /// Undoes [`StateLayers::prepare`] for a layer that will not be pushed: its block was
+    /// not stored (`diff` is what it was prepared from).
+    pub fn discard(&self, layer: PreparedLayer, diff: &StateDiff) {
+        self.touched.remove(layer.number, diff);
     }
 
     fn origin_shard(&self, key: &StateKey) -> &RwLock<HashMap<StateKey, OriginEntry>> {
         &self.origin[(key.hashes().0 as usize) % ORIGIN_SHARDS]
     }
 
-    fn forget_origin(&self, diff: &StateDiff) {
-        for key in keys(diff) {
-            if let StateKey::Wiped(address) = key {
-                for shard in &self.origin {
-                    shard.write().retain(
-                        |key, _| !matches!(key, StateKey::Storage(owner, _) if *owner == address),
-                    );
-                }
-            } else {
-                self.origin_shard(&key).write().remove(&key);
-            }
-        }
-    }
-
     /// Empties the origin pool, counting prefetched values never used. Its entries stay
-    /// valid across blocks (they are disk values, dropped when a block or a flush writes
-    /// their key), so it is emptied only when it outgrows its bound, or by a caller that
-    /// wants the waste counted.
+    /// valid across blocks (they are disk values, dropped when a flush writes their key;
+    /// until then a layer that changed the key hides them), so it is emptied only when
+    /// it outgrows its bound, or by a caller that wants the waste counted.
     pub fn clear_origin(&self) {
         let mut wasted = 0;
         for shard in &self.origin {

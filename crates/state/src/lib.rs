@@ -5,8 +5,8 @@
 //! - L2, the diff layers of the last [`KEPT_LAYERS`] blocks, newest first; the top layer's
 //!   bloom filter covers all of them, so a key no recent block wrote skips them, and an
 //!   index of the layers that changed each account sends the others straight there;
-//! - L1.5, the origin pool: values read from below the layers since the last block,
-//!   shared by the executor's threads and the [`Prefetcher`];
+//! - L1.5, the origin pool: values read from below the layers, kept until a flush writes
+//!   their key, shared by the executor's threads and the [`Prefetcher`];
 //! - L3, the clean cache of disk values (S3-FIFO, `quick_cache`);
 //! - the disk layer: `stave-storage`, at the flushed height.
 //!
@@ -27,6 +27,7 @@ mod touched;
 pub use error::StateLayerError;
 pub use layer::SpeculativeLayer;
 pub use layers::{
-    DEFAULT_CLEAN_CACHE_ENTRIES, FLUSH_BATCH, KEPT_LAYERS, LayerReads, Snapshot, StateLayers,
+    DEFAULT_CLEAN_CACHE_ENTRIES, FLUSH_BATCH, KEPT_LAYERS, LayerReads, PreparedLayer, Snapshot,
+    StateLayers,
 };
 pub use prefetch::Prefetcher;

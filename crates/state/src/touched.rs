@@ -71,11 +71,28 @@ impl TouchedAccounts {
     /// Forgets the blocks up to `height` for the accounts of `diff` (the changes of those
     /// blocks, or some of them).
     pub(crate) fn forget_up_to(&self, height: u64, diff: &StateDiff) {
+        self.edit(diff, |numbers| numbers.retain(|number| *number > height));
+    }
+
+    /// Takes back one [`TouchedAccounts::add`] of block `number` for the accounts of
+    /// `diff`: its layer was indexed but will not be pushed (another layer of that number
+    /// may have been, and keeps its entries).
+    pub(crate) fn remove(&self, number: u64, diff: &StateDiff) {
+        self.edit(diff, |numbers| {
+            if let Some(at) = numbers.iter().rposition(|listed| *listed == number) {
+                numbers.remove(at);
+            }
+        });
+    }
+
+    /// Edits the blocks listed for each account of `diff`; an account left with none
+    /// leaves the index.
+    fn edit(&self, diff: &StateDiff, edit: impl Fn(&mut Numbers)) {
         for (shard, addresses) in self.shards.iter().zip(Self::by_shard(diff)) {
             let mut shard = shard.write();
             for address in addresses {
                 if let Some(numbers) = shard.get_mut(address) {
-                    numbers.retain(|number| *number > height);
+                    edit(numbers);
                     if numbers.is_empty() {
                         shard.remove(address);
                     }
@@ -151,7 +168,15 @@ mod tests {
         assert_eq!(visited(&touched, 1, 4), [4]);
         assert_eq!(visited(&touched, 2, 4), [4]);
         assert_eq!(visited(&touched, 3, 4), [3]);
-        touched.forget_up_to(4, &blocks[3]);
+        // Block 4 indexed twice (a layer prepared, then overtaken by another push of block
+        // 4): taking one back leaves the other.
+        touched.add(4, &blocks[3]);
+        touched.remove(4, &blocks[3]);
+        assert_eq!(visited(&touched, 1, 4), [4]);
+        // Block 4's layer is not pushed after all: its accounts go back to what they had.
+        touched.remove(4, &blocks[3]);
+        assert_eq!(visited(&touched, 1, 4), Vec::<u64>::new());
+        assert_eq!(visited(&touched, 3, 4), [3]);
         touched.forget_up_to(4, &blocks[2]);
         assert!(touched.shards.iter().all(|shard| shard.read().is_empty()));
     }

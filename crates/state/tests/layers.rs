@@ -323,6 +323,86 @@ fn a_wiped_account_reads_zero_even_where_its_slots_left_every_layer() {
     );
 }
 
+/// A block's changes: account `who` gets `balance`, and so does its storage `slot`.
+fn change(who: u8, balance: u64, slot: u64) -> StateDiff {
+    let mut diff = StateDiff::default();
+    diff.accounts.insert(
+        Address::with_last_byte(who),
+        AccountDiff {
+            info: Some(AccountState {
+                nonce: 1,
+                balance: U256::from(balance),
+                code_hash: alloy_primitives::KECCAK256_EMPTY,
+            }),
+            storage_cleared: false,
+            storage: BTreeMap::from([(U256::from(slot), U256::from(balance))]),
+        },
+    );
+    diff
+}
+
+/// The balance of account `who` in `state`.
+fn balance(state: &dyn StateReader, who: u8) -> Option<U256> {
+    let account = state.account(Address::with_last_byte(who)).expect("reads");
+    account.map(|info| info.balance)
+}
+
+/// A layer prepared while its block is written is seen by no snapshot until it is
+/// published; a discarded one leaves the layers as they were, and one overtaken by
+/// another push of its block is refused.
+#[test]
+fn a_prepared_layer_is_seen_only_once_published() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+    let layers = StateLayers::new(&store, 0, 64);
+    layers
+        .push(1, B256::ZERO, change(1, 10, 0), TxPositions::default())
+        .expect("pushes");
+
+    let second = change(1, 20, 0);
+    let prepared = layers
+        .prepare(2, &second, tx_positions(2))
+        .expect("follows the head");
+    assert_eq!(layers.head(), 1);
+    assert_eq!(balance(&layers.latest(), 1), Some(U256::from(10)));
+    assert_eq!(layers.tx_location(tx_hash(2, 0)).expect("reads"), None);
+    layers.discard(prepared, &second);
+    assert_eq!(balance(&layers.latest(), 1), Some(U256::from(10)));
+
+    // Another block 2 after all: prepared, overtaken by a push of block 2, refused.
+    let other = change(3, 30, 0);
+    let overtaken = layers
+        .prepare(2, &other, tx_positions(2))
+        .expect("follows the head");
+    layers
+        .push(2, B256::repeat_byte(2), other.clone(), tx_positions(2))
+        .expect("pushes");
+    let error = layers
+        .publish(overtaken, B256::repeat_byte(2), other)
+        .expect_err("block 2 is in");
+    assert!(matches!(
+        error,
+        StateLayerError::NotChild { number: 2, head: 2 }
+    ));
+
+    let third = change(1, 40, 0);
+    let prepared = layers
+        .prepare(3, &third, tx_positions(3))
+        .expect("follows the head");
+    layers
+        .publish(prepared, B256::repeat_byte(3), third)
+        .expect("publishes");
+    let head = layers.latest();
+    assert_eq!(layers.head(), 3);
+    assert_eq!(balance(&head, 1), Some(U256::from(40)));
+    assert_eq!(balance(&head, 3), Some(U256::from(30)));
+    assert_eq!(head.block_hash(3).expect("reads"), B256::repeat_byte(3));
+    assert_eq!(
+        layers.tx_location(tx_hash(3, 1)).expect("reads"),
+        Some((3, 1))
+    );
+}
+
 /// Reads go through the index of the layers that changed each account: an account
 /// changed in one old block, under many blocks that changed others, reads that block's
 /// value from the head, from a snapshot of an earlier block, and from a snapshot taken
@@ -332,25 +412,6 @@ fn an_account_changed_long_ago_reads_its_value_before_and_after_its_layer_is_flu
     let dir = tempfile::tempdir().expect("tempdir");
     let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
     let layers = StateLayers::new(&store, 0, 64);
-    let account = |balance: u64| {
-        Some(AccountState {
-            nonce: 1,
-            balance: U256::from(balance),
-            code_hash: alloy_primitives::KECCAK256_EMPTY,
-        })
-    };
-    let change = |who: u8, balance: u64, slot: u64| {
-        let mut diff = StateDiff::default();
-        diff.accounts.insert(
-            Address::with_last_byte(who),
-            AccountDiff {
-                info: account(balance),
-                storage_cleared: false,
-                storage: BTreeMap::from([(U256::from(slot), U256::from(balance))]),
-            },
-        );
-        diff
-    };
     let old = Address::with_last_byte(1);
     // Block 1 changes the old account (slot 1); block 2 changes it again (slot 2 only);
     // every later block changes another account.

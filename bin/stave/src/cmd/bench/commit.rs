@@ -1,15 +1,17 @@
 //! `stave bench commit`: the commit stage on one executed block, its batch encoded
 //! serially and in parallel, each then written to a fresh LMDB data dir. Measured twice:
 //! with everything a block ever writes (its data and its applied state, as the serial
-//! path wrote it), and with what a node writes when it commits it (its data and its
-//! journaled state diff; the state itself is flushed later, batched with other blocks').
+//! path wrote it: encoding and write), and as a node commits it (`Chain::commit` of a
+//! fresh chain's second block, serial and parallel: its data and its journaled state diff
+//! written, its state pushed as a diff layer over the first block's, to be flushed later
+//! with other blocks').
 
-use std::path::Path;
+use std::{path::Path, time::Duration};
 
 use serde::Serialize;
-use stave_node::Chain;
+use stave_node::{Chain, Parallelism, PreparedBlock};
 use stave_primitives::ChainSpec;
-use stave_sdk::{TxBuilder, signed_workload};
+use stave_sdk::{TxBuilder, signed_workload_range};
 use stave_storage::{
     KvStore, LmdbStore,
     commit::{BlockState, BlockToCommit, encode_block_batch},
@@ -25,7 +27,16 @@ struct Report {
     threads: usize,
     #[serde(flatten)]
     applied: Figures,
-    journaled: Figures,
+    journaled: NodeCommit,
+}
+
+/// A node's commit of the block (`Chain::commit`), serially and in parallel (the block
+/// written while its state layer is prepared beside it).
+#[derive(Debug, Serialize)]
+struct NodeCommit {
+    serial_commit_us: f64,
+    parallel_commit_us: f64,
+    speedup_commit: f64,
 }
 
 /// One way of committing the block: its encoding serially and in parallel, and its write.
@@ -43,13 +54,22 @@ struct Figures {
 /// Runs the commit bench.
 pub fn run(args: StageArgs) -> anyhow::Result<()> {
     let n = args.block.block_txs;
-    let (kind, spec) = Workload::Transfer.setup(n);
-    let txs = signed_workload(kind, &TxBuilder::new(CHAIN_ID, 1_000_000_000), n)?;
-    let recovered = verify_serial(txs, CHAIN_ID, None)?;
+    // Two blocks of transfers from distinct senders: the first makes the chain a node's
+    // (a state layer under the one the second pushes); the second is measured.
+    let (kind, spec) = Workload::Transfer.setup(2 * n);
+    let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
     let chain_dir = tempfile::tempdir()?;
     let chain_store = LmdbStore::open(chain_dir.path(), 1 << 30)?;
-    let prepared =
-        Chain::open(&chain_store, &spec, threads())?.prepare(&recovered, 1_700_000_000)?;
+    let chain = Chain::open(&chain_store, &spec, threads())?;
+    let mut blocks = Vec::with_capacity(2);
+    for (number, txs) in (1u64..).zip([0..n as u64, n as u64..2 * n as u64]) {
+        let recovered = verify_serial(signed_workload_range(kind, &builder, txs)?, CHAIN_ID, None)?;
+        let mut prepared = chain.prepare(&recovered, 1_700_000_000 + number)?;
+        blocks.push(prepared.clone());
+        chain.commit(&mut prepared)?;
+    }
+    let [parent, prepared] = <[PreparedBlock; 2]>::try_from(blocks)
+        .map_err(|_| anyhow::anyhow!("two blocks were prepared"))?;
     let dir = tempfile::tempdir()?;
     let runs = args.block.runs;
     let applied = BlockToCommit {
@@ -60,8 +80,9 @@ pub fn run(args: StageArgs) -> anyhow::Result<()> {
         block_txs: n,
         threads: threads(),
         applied: measure(&applied, &spec, &dir.path().join("applied"), runs)?,
-        journaled: measure(
-            &prepared.input(),
+        journaled: measure_node(
+            &parent,
+            &prepared,
             &spec,
             &dir.path().join("journaled"),
             runs,
@@ -71,23 +92,58 @@ pub fn run(args: StageArgs) -> anyhow::Result<()> {
         "commit stage, {n} txs, {} threads, median of {runs} runs",
         report.threads
     );
-    for (what, figures) in [
-        ("everything a block writes", &report.applied),
-        ("a node's commit (state journaled)", &report.journaled),
-    ] {
-        println!(
-            "{what}: encode serial {:.0} µs, parallel {:.0} µs ({:.2}x); write {:.0} µs; \
-             commit serial {:.0} µs, parallel {:.0} µs ({:.2}x)",
-            figures.serial_encode_us,
-            figures.parallel_encode_us,
-            figures.speedup_encode,
-            figures.write_us,
-            figures.serial_commit_us,
-            figures.parallel_commit_us,
-            figures.speedup_commit
-        );
-    }
+    let applied = &report.applied;
+    println!(
+        "everything a block writes: encode serial {:.0} µs, parallel {:.0} µs ({:.2}x); \
+         write {:.0} µs; commit serial {:.0} µs, parallel {:.0} µs ({:.2}x)",
+        applied.serial_encode_us,
+        applied.parallel_encode_us,
+        applied.speedup_encode,
+        applied.write_us,
+        applied.serial_commit_us,
+        applied.parallel_commit_us,
+        applied.speedup_commit
+    );
+    let node = &report.journaled;
+    println!(
+        "a node's commit (state journaled, pushed as a layer): commit serial {:.0} µs, \
+         parallel {:.0} µs ({:.2}x)",
+        node.serial_commit_us, node.parallel_commit_us, node.speedup_commit
+    );
     args.output.finish(&report)
+}
+
+/// Times `Chain::commit` of `prepared` both ways (median of `runs`), each run on a fresh
+/// chain under `dir` with `spec`'s genesis and `parent` committed, like the one the block
+/// was prepared on.
+fn measure_node(
+    parent: &PreparedBlock,
+    prepared: &PreparedBlock,
+    spec: &ChainSpec,
+    dir: &Path,
+    runs: usize,
+) -> anyhow::Result<NodeCommit> {
+    let commit = |parallelism: Parallelism, name: &str| -> anyhow::Result<Duration> {
+        let mut times = Vec::with_capacity(runs);
+        for run in 0..runs.max(1) {
+            let store = LmdbStore::open(&dir.join(format!("{name}-{run}")), 1 << 30)?;
+            let chain = Chain::open_with(&store, spec, threads(), parallelism, None)?;
+            chain.commit(&mut parent.clone())?;
+            let mut block = prepared.clone();
+            let start = std::time::Instant::now();
+            chain.commit(&mut block)?;
+            times.push(start.elapsed());
+        }
+        times.sort();
+        Ok(times[times.len() / 2])
+    };
+    let serial = commit(Parallelism::Serial, "serial")?;
+    let parallel = commit(Parallelism::Parallel, "parallel")?;
+    Ok(NodeCommit {
+        serial_commit_us: micros(serial),
+        parallel_commit_us: micros(parallel),
+        speedup_commit: ratio(serial.as_secs_f64(), parallel.as_secs_f64()),
+    })
 }
 
 /// Times `input`'s encoding both ways, and its write (median of `runs`) into fresh data
