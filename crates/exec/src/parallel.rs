@@ -48,10 +48,13 @@ use revm::context_interface::ContextTr;
 use stave_primitives::{Header, LeafHasher, RecoveredTx, SerialLeaves, StateDiff};
 
 use crate::{
-    db::{AccountWrite, BlockDb, Changes, Committed, Overlay, Read, RecordingDb, SortedChanges},
+    db::{
+        AccountWrite, BlockDb, Changes, Committed, Overlay, Read, RecordingDb, SortedChanges,
+        SpareChanges,
+    },
     error::ExecError,
     evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
-    serial::{ExecutionOutcome, Mode, Tally, execute_serial, fits_gas},
+    serial::{ExecutionOutcome, Mode, Tally, execute_serial_on, fits_gas},
     state::StateReader,
 };
 
@@ -170,6 +173,8 @@ fn chunks(range: Range<usize>, parts: usize) -> Vec<Range<usize>> {
 pub struct ParallelExecutor {
     /// Runs the chunks after the first; `None` on one thread.
     pool: Option<Arc<rayon::ThreadPool>>,
+    /// The change maps of earlier blocks, emptied, for the next.
+    spare: Arc<SpareChanges>,
 }
 
 impl ParallelExecutor {
@@ -186,7 +191,10 @@ impl ParallelExecutor {
         } else {
             None
         };
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            spare: Arc::default(),
+        })
     }
 
     /// Threads that execute, the caller's included.
@@ -225,9 +233,10 @@ impl ParallelExecutor {
             &self.pool,
             chunks.split_first().filter(|(_, later)| !later.is_empty()),
         ) else {
-            return execute_serial(base, chain_id, header, txs, mode);
+            return self.execute_one_thread(base, chain_id, header, txs, mode);
         };
-        let committed = RwLock::new(Changes::default());
+        let spare = &*self.spare;
+        let committed = RwLock::new(spare.take());
         let hits = AtomicU64::new(0);
         let overlay = Overlay::new(base, &committed, &hits);
         let mut evm = block_evm(BlockDb::new(overlay), chain_id, header);
@@ -246,7 +255,7 @@ impl ParallelExecutor {
         let first_ran = pool.in_place_scope(|scope| {
             for ((range, hits), slot) in later.iter().zip(&chunk_hits).zip(&mut speculated) {
                 scope.spawn(move |_| {
-                    let changes = RwLock::new(Changes::default());
+                    let mut changes = RwLock::new(spare.take());
                     let own = Overlay::new(base, &changes, hits);
                     let runs = speculate_chunk(
                         own,
@@ -261,8 +270,9 @@ impl ParallelExecutor {
                         range: range.clone(),
                         runs,
                         reads,
-                        diff: changes.into_inner().into_diff(),
+                        diff: changes.get_mut().take_diff(),
                     }));
+                    spare.keep(changes.into_inner());
                 });
             }
             tally
@@ -313,7 +323,24 @@ impl ParallelExecutor {
         }
         overlay.report_hits();
         let diff = block.map_or_else(|| overlay.take_diff(), SortedChanges::into_diff);
+        spare.keep(committed.into_inner());
         tally.finish(base, diff)
+    }
+
+    /// Executes `txs` on `base` under `header` on the calling thread alone, as
+    /// [`crate::execute_serial`] does, with the executor's spare change map.
+    pub fn execute_one_thread(
+        &self,
+        base: &dyn StateReader,
+        chain_id: u64,
+        header: &Header,
+        txs: &[RecoveredTx],
+        mode: Mode,
+    ) -> Result<ExecutionOutcome, ExecError> {
+        let changes = RwLock::new(self.spare.take());
+        let outcome = execute_serial_on(&changes, base, chain_id, header, txs, mode);
+        self.spare.keep(changes.into_inner());
+        outcome
     }
 }
 

@@ -205,9 +205,27 @@ pub fn execute_serial(
     txs: &[RecoveredTx],
     mode: Mode,
 ) -> Result<ExecutionOutcome, ExecError> {
-    let changes = RwLock::new(Changes::default());
+    execute_serial_on(
+        &RwLock::new(Changes::default()),
+        base,
+        chain_id,
+        header,
+        txs,
+        mode,
+    )
+}
+
+/// [`execute_serial`] with the block's changes in `changes` (empty), left empty after.
+pub(crate) fn execute_serial_on(
+    changes: &RwLock<Changes>,
+    base: &dyn StateReader,
+    chain_id: u64,
+    header: &Header,
+    txs: &[RecoveredTx],
+    mode: Mode,
+) -> Result<ExecutionOutcome, ExecError> {
     let hits = AtomicU64::new(0);
-    let overlay = Overlay::new(base, &changes, &hits);
+    let overlay = Overlay::new(base, changes, &hits);
     let mut evm = block_evm(BlockDb::new(overlay), chain_id, header);
     let mut handler = DeferredRewardHandler::default();
     let mut tally = Tally::new(header, mode, txs.len());

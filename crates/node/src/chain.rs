@@ -538,7 +538,8 @@ impl<'s> Chain<'s> {
             self.executor
                 .execute(state, self.chain_id, header, txs, mode)
         } else {
-            stave_exec::execute_serial(state, self.chain_id, header, txs, mode)
+            self.executor
+                .execute_one_thread(state, self.chain_id, header, txs, mode)
         }
         .map_err(|source| ImportError::Execute {
             number: header.number,
