@@ -792,17 +792,11 @@ impl<'s> Chain<'s> {
         } else {
             (write(), None)
         };
-        let discard = |layer: Option<Result<_, _>>| {
+        if !matches!(committed, Ok(Committed::New)) {
             if let Some(Ok(layer)) = layer {
                 self.layers.discard(layer, &prepared.diff);
             }
-        };
-        match committed {
-            Ok(Committed::New) => {}
-            other => {
-                discard(layer);
-                return Ok(other?);
-            }
+            return Ok(committed?);
         }
         let layer = match layer {
             Some(layer) => layer?,

@@ -279,11 +279,9 @@ impl<'s> StateLayers<'s> {
             .map_or_else(|| self.flushed(), |layer| layer.number);
         if layer.number != head + 1 {
             drop(layers);
-            self.touched.remove(layer.number, &diff);
-            return Err(StateLayerError::NotChild {
-                number: layer.number,
-                head,
-            });
+            let number = layer.number;
+            self.discard(layer, &diff);
+            return Err(StateLayerError::NotChild { number, head });
         }
         layers.push(Arc::new(DiffLayer {
             number: layer.number,

@@ -18,7 +18,7 @@ use stave_storage::{
 };
 use stave_verify::verify_serial;
 
-use super::{CHAIN_ID, StageArgs, Workload, median_time, micros, ratio, threads};
+use super::{CHAIN_ID, StageArgs, Workload, median, median_time, micros, ratio, threads};
 
 /// The JSON line: the figures of everything a block writes, and those of a node's commit.
 #[derive(Debug, Serialize)]
@@ -134,8 +134,7 @@ fn measure_node(
             chain.commit(&mut block)?;
             times.push(start.elapsed());
         }
-        times.sort();
-        Ok(times[times.len() / 2])
+        Ok(median(times))
     };
     let serial = commit(Parallelism::Serial, "serial")?;
     let parallel = commit(Parallelism::Parallel, "parallel")?;
@@ -168,8 +167,7 @@ fn measure(
         store.write(batch)?;
         writes.push(start.elapsed());
     }
-    writes.sort();
-    let write = writes[writes.len() / 2];
+    let write = median(writes);
     Ok(Figures {
         serial_encode_us: micros(serial),
         parallel_encode_us: micros(parallel),

@@ -153,13 +153,18 @@ fn threads() -> usize {
 /// Median wall time of `runs` calls of `f`, after one warm-up call.
 fn median_time<T>(runs: usize, mut f: impl FnMut() -> T) -> Duration {
     std::hint::black_box(f());
-    let mut times: Vec<Duration> = (0..runs.max(1))
+    let times: Vec<Duration> = (0..runs.max(1))
         .map(|_| {
             let start = Instant::now();
             std::hint::black_box(f());
             start.elapsed()
         })
         .collect();
+    median(times)
+}
+
+/// The median of `times`; `times` is not empty.
+fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
 }

@@ -19,7 +19,7 @@ use stave_net::{
 use stave_primitives::{Address, Block, Header, SignedTx};
 use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
 
-use super::{Output, median_time, ratio};
+use super::{Output, median, median_time, ratio};
 
 /// Arguments of `stave bench net`.
 #[derive(Debug, Args)]
@@ -220,11 +220,9 @@ async fn loopback_report(
         plain.push(loopback(ca, false, payload, total).await?);
         compressed.push(loopback(ca, true, payload, total).await?);
     }
-    plain.sort();
-    compressed.sort();
     let sent = total.div_ceil(payload.len()) * payload.len();
-    let mb_s_plain = mb_s(sent, plain[plain.len() / 2]);
-    let mb_s_compressed = mb_s(sent, compressed[compressed.len() / 2]);
+    let mb_s_plain = mb_s(sent, median(plain));
+    let mb_s_compressed = mb_s(sent, median(compressed));
     Ok(LoopbackReport {
         payload: name,
         mb_s_plain,

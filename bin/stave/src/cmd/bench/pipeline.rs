@@ -29,7 +29,7 @@ use stave_verify::{SenderCache, Verifier, verify_serial};
 use super::{
     CHAIN_ID, Output, Workload,
     chart::{StageBar, write_stage_chart},
-    ratio, threads,
+    median, ratio, threads,
 };
 
 /// Whether the verify stage finds senders in the cache (as after txpool admission).
@@ -232,19 +232,15 @@ impl Import {
 
 /// The median of each stage's time and of the wall time over `imports` (not empty).
 fn median_import(imports: &[Import]) -> Import {
-    let median = |field: fn(&Import) -> Duration| {
-        let mut values: Vec<Duration> = imports.iter().map(field).collect();
-        values.sort();
-        values[values.len() / 2]
-    };
+    let median_of = |field: fn(&Import) -> Duration| median(imports.iter().map(field).collect());
     Import {
         times: StageTimes {
-            decode: median(|i| i.times.decode),
-            verify: median(|i| i.times.verify),
-            execute: median(|i| i.times.execute),
-            commit: median(|i| i.times.commit),
+            decode: median_of(|i| i.times.decode),
+            verify: median_of(|i| i.times.verify),
+            execute: median_of(|i| i.times.execute),
+            commit: median_of(|i| i.times.commit),
         },
-        wall: median(|i| i.wall),
+        wall: median_of(|i| i.wall),
     }
 }
 

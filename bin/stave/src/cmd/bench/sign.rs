@@ -19,7 +19,7 @@ use serde::Serialize;
 use stave_primitives::{Address, B256, U256};
 use stave_sdk::{LocalSigner, RawTx, TxBuilder, sign_batch};
 
-use super::{CHAIN_ID, Output, ratio, threads};
+use super::{CHAIN_ID, Output, median, ratio, threads};
 
 /// The signing key: the dev mnemonic's first account (DESIGN.md §6; Hardhat's and Anvil's
 /// account 0, 0xf39F…2266), a key every other SDK can be given as is. Public: never fund it.
@@ -98,12 +98,6 @@ fn timed<T>(f: impl FnOnce() -> T) -> Duration {
     let elapsed = start.elapsed();
     drop(output);
     elapsed
-}
-
-/// The median of `times`; `times` is not empty.
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
 }
 
 /// Runs the sign bench.

@@ -7,7 +7,7 @@ use serde::Serialize;
 use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
 use stave_verify::{SenderCache, Verifier, verify_serial};
 
-use super::{StageArgs, ratio, threads};
+use super::{StageArgs, median, ratio, threads};
 
 /// Chain id of the bench workload.
 const CHAIN_ID: u64 = 1337;
@@ -80,10 +80,7 @@ pub fn run(args: StageArgs) -> anyhow::Result<()> {
         |verifier: &Verifier, before: u64| (verifier.recoveries() - before) / runs as u64;
     let cold_recoveries_per_block = per_block(&cold_verifier, recovered_before[0]);
     let warm_recoveries_per_block = per_block(&warm_verifier, recovered_before[1]);
-    let [serial, cold, warm] = times.map(|mut t| {
-        t.sort();
-        t[t.len() / 2]
-    });
+    let [serial, cold, warm] = times.map(median);
     let report = Report {
         block_txs: args.block.block_txs,
         threads,
