@@ -39,13 +39,13 @@ pub fn encode_block_parts(header: &Header, body: &[u8]) -> Vec<u8> {
 /// The block hash is keccak-256 of the header bytes exactly as received, after checking
 /// that they are the canonical encoding of the decoded header.
 pub fn decode_block(bytes: &[u8]) -> Result<SealedBlock, CodecError> {
-    decode_block_with(bytes, decode_transactions)
+    split_block(bytes)?.seal()
 }
 
 /// [`decode_block`] with the transactions decoded on the calling thread: the serial
 /// baseline of the decode stage.
 pub fn decode_block_serial(bytes: &[u8]) -> Result<SealedBlock, CodecError> {
-    decode_block_with(bytes, decode_transactions_serial)
+    split_block(bytes)?.seal_serial()
 }
 
 /// A block's header, its hash and its body's bytes, before any transaction is decoded.
@@ -96,19 +96,33 @@ pub fn split_block(bytes: &[u8]) -> Result<BlockParts<'_>, CodecError> {
     })
 }
 
-fn decode_block_with(
-    bytes: &[u8],
-    decode_list: fn(&[u8]) -> Result<Vec<SignedTx>, CodecError>,
-) -> Result<SealedBlock, CodecError> {
-    let BlockParts { header, hash, body } = split_block(bytes)?;
-    let transactions = decode_list(body)?;
-    let hashes: Vec<B256> = transactions.iter().map(SignedTx::hash).collect();
-    let transactions_root = merkle_root(&hashes);
-    if transactions_root != header.transactions_root {
-        return Err(CodecError::TransactionsRootMismatch {
-            expected: header.transactions_root,
-            computed: transactions_root,
-        });
+impl BlockParts<'_> {
+    /// Decodes the body's transactions on all cores and checks them against the header's
+    /// `transactions_root`: the rest of [`decode_block`], for a caller that keeps the
+    /// body's bytes (a node stores them as received).
+    pub fn seal(self) -> Result<SealedBlock, CodecError> {
+        self.seal_with(decode_transactions)
     }
-    Ok(SealedBlock::new_unchecked(header, hash, transactions))
+
+    /// [`BlockParts::seal`] with the transactions decoded on the calling thread.
+    pub fn seal_serial(self) -> Result<SealedBlock, CodecError> {
+        self.seal_with(decode_transactions_serial)
+    }
+
+    fn seal_with(
+        self,
+        decode_list: fn(&[u8]) -> Result<Vec<SignedTx>, CodecError>,
+    ) -> Result<SealedBlock, CodecError> {
+        let Self { header, hash, body } = self;
+        let transactions = decode_list(body)?;
+        let hashes: Vec<B256> = transactions.iter().map(SignedTx::hash).collect();
+        let transactions_root = merkle_root(&hashes);
+        if transactions_root != header.transactions_root {
+            return Err(CodecError::TransactionsRootMismatch {
+                expected: header.transactions_root,
+                computed: transactions_root,
+            });
+        }
+        Ok(SealedBlock::new_unchecked(header, hash, transactions))
+    }
 }

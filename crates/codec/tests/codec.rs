@@ -151,6 +151,13 @@ fn splitting_a_block_gives_its_header_hash_and_body_without_checking_the_body() 
         (sealed.header(), sealed.hash())
     );
     assert_eq!(IndexedList::parse(parts.body).expect("a list").len(), 3);
+    // A node stores the body's bytes as received: they are what encoding the decoded
+    // transactions gives.
+    assert_eq!(
+        parts.body,
+        encode_transactions(sealed.transactions()).expect("encodes")
+    );
+    assert_eq!(parts.seal_serial().expect("seals").hash(), sealed.hash());
     // A body the header does not commit to: splitting names the block all the same, only
     // decoding refuses it.
     let mut forged = block_of(txs(3, 1));
@@ -158,6 +165,10 @@ fn splitting_a_block_gives_its_header_hash_and_body_without_checking_the_body() 
     let forged = encode_block(&forged).expect("encodes");
     assert!(split_block(&forged).is_ok());
     assert!(decode_block(&forged).is_err());
+    assert!(matches!(
+        split_block(&forged).expect("splits").seal(),
+        Err(CodecError::TransactionsRootMismatch { .. })
+    ));
     // Framing errors are the decoder's.
     let mut trailing = bytes.clone();
     trailing.push(0);

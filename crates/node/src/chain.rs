@@ -20,7 +20,7 @@ use std::{
 use alloy_primitives::{Address, B256, keccak256};
 use rayon::prelude::*;
 use stave_codec::{
-    IndexedList, decode_block, decode_block_serial, encode_block_parts, encode_transactions,
+    IndexedList, decode_block, encode_block_parts, encode_transactions, split_block,
 };
 use stave_exec::StateReader;
 use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor};
@@ -180,8 +180,10 @@ impl<'b> From<&'b [u8]> for Incoming<'b> {
 }
 
 /// A decoded block and, unless it was already stored, its transactions with senders.
-struct Received {
+struct Received<'b> {
     block: SealedBlock,
+    /// Its body's bytes as received: the commit stage stores them as they are.
+    body: &'b [u8],
     recovered: Option<Vec<RecoveredTx>>,
     /// Signatures the verify stage recovered (the rest came from the sender cache).
     recoveries: u64,
@@ -207,7 +209,7 @@ impl ExecuteOn {
     /// Where `block` executes when `more` blocks follow it in the pipeline. A block whose
     /// signatures had to be recovered (most of them not in the sender cache) is probably
     /// followed by another like it, whose recovery will hold the cores meanwhile.
-    fn beside(block: &Received, more: bool) -> Self {
+    fn beside(block: &Received<'_>, more: bool) -> Self {
         Self::for_counts(block.recoveries, block.block.transactions().len(), more)
     }
 
@@ -671,6 +673,7 @@ impl<'s> Chain<'s> {
         let (parent, state) = self.tip(ancestors)?;
         let Received {
             block,
+            body,
             recovered,
             agreed,
             mut times,
@@ -708,11 +711,10 @@ impl<'s> Chain<'s> {
             ExecuteOn::AllThreads,
             &mut times,
         )?;
-        let body = encode_transactions(block.transactions())?;
         Ok(SpeculativeBlock::new(
             PreparedBlock {
                 block,
-                body,
+                body: body.to_vec(),
                 receipts: outcome.receipts,
                 senders: recovered.iter().map(|tx| tx.sender).collect(),
                 diff: outcome.diff,
@@ -908,25 +910,29 @@ impl<'s> Chain<'s> {
     /// The decode and verify stages: they need no state, so they can run ahead of the
     /// blocks before. A block already stored skips verification; agreed senders skip
     /// recovery (the stateless rules still apply).
-    fn receive(&self, incoming: Incoming<'_>) -> Result<Received, ImportError> {
+    fn receive<'b>(&self, incoming: Incoming<'b>) -> Result<Received<'b>, ImportError> {
         let mut times = StageTimes::default();
         let (head_number, _) = self.head()?;
         // Spans and metrics carry the height the block should have; apply checks it.
         let expected = head_number + 1;
-        let (block, elapsed) = stage("decode", expected, || {
-            if self.parallel() {
-                decode_block(incoming.bytes)
+        let (decoded, elapsed) = stage("decode", expected, || {
+            let parts = split_block(incoming.bytes)?;
+            let body = parts.body;
+            let block = if self.parallel() {
+                parts.seal()
             } else {
-                decode_block_serial(incoming.bytes)
-            }
+                parts.seal_serial()
+            };
+            block.map(|block| (block, body))
         });
         times.decode = elapsed;
-        let block = block?;
+        let (block, body) = decoded?;
         let number = block.number();
         let stored = header(self.store, number)?.map(|h| h.hash_slow());
         if stored == Some(block.hash()) {
             return Ok(Received {
                 block,
+                body,
                 recovered: None,
                 recoveries: 0,
                 agreed: false,
@@ -943,6 +949,7 @@ impl<'s> Chain<'s> {
         times.verify = elapsed;
         Ok(Received {
             block,
+            body,
             recovered: Some(recovered?),
             recoveries,
             agreed: agreed.is_some(),
@@ -1085,12 +1092,13 @@ impl<'s> Chain<'s> {
     /// The execute and commit stages of a received block, on top of the stored head.
     fn apply(
         &self,
-        received: Received,
+        received: Received<'_>,
         flush: Flush,
         on: ExecuteOn,
     ) -> Result<Imported, ImportError> {
         let Received {
             block,
+            body,
             recovered,
             mut recoveries,
             agreed,
@@ -1130,9 +1138,8 @@ impl<'s> Chain<'s> {
         recoveries += recovered_now;
 
         let (committed, elapsed) = stage("commit", number, || {
-            // Decoding accepted only the canonical encoding, so this is the body as received.
             let mut prepared = PreparedBlock {
-                body: encode_transactions(block.transactions())?,
+                body: body.to_vec(),
                 block,
                 receipts: outcome.receipts,
                 senders: recovered.iter().map(|tx| tx.sender).collect(),
