@@ -37,8 +37,9 @@ use std::{
     ops::Range,
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
     },
+    time::{Duration, Instant},
 };
 
 use parking_lot::RwLock;
@@ -71,6 +72,8 @@ struct SpeculatedChunk {
     runs: Vec<Speculation>,
     reads: Vec<Read>,
     diff: StateDiff,
+    /// From the start of the block's execution until the chunk was sorted.
+    took: Duration,
 }
 
 /// What a speculator hands back: its runs and its read log.
@@ -161,6 +164,78 @@ fn chunks(range: Range<usize>, parts: usize) -> Vec<Range<usize>> {
         .collect()
 }
 
+/// Transactions `range` split into `parts` contiguous chunks: the first `share` of them
+/// (in [`FirstShare::ONE`]ths) in the first, the rest as even as can be.
+fn shared_chunks(range: Range<usize>, parts: usize, share: u32) -> Vec<Range<usize>> {
+    if parts < 2 {
+        return chunks(range, parts);
+    }
+    let first_end = range.start + range.len() * share as usize / FirstShare::ONE as usize;
+    let mut all = chunks(range.start..first_end, 1);
+    all.extend(chunks(first_end..range.end, parts - 1));
+    all
+}
+
+/// The first chunk's share of a block, learned from the blocks before it. The first chunk
+/// runs for real, while the others speculate, log every read and check samples of them:
+/// a speculated transaction takes longer, so with even chunks the first thread waited
+/// (transfers, 2 threads, bench-fast: the first chunk sorted after 4.2-6.2 ms, the
+/// speculator after 4.6-8.6 ms). It starts from [`FirstShare::SPECULATION_COST`]; each
+/// block whose chunks all ran moves it half way to the share at which they would have
+/// finished together.
+#[derive(Debug)]
+struct FirstShare(AtomicU32);
+
+impl FirstShare {
+    /// The whole block.
+    const ONE: u32 = 1 << 16;
+    /// Transactions a chunk needs for its time to say anything.
+    const MIN_TXS: usize = 64;
+    /// What a speculated transaction costs, in real ones, until blocks say otherwise
+    /// (the middle of the 15-45% above).
+    const SPECULATION_COST: f64 = 1.3;
+
+    /// The share at which the chunks would finish together on `threads` threads if a
+    /// speculated transaction cost [`FirstShare::SPECULATION_COST`].
+    fn new(threads: usize) -> Self {
+        let share = Self::balanced(threads.max(1), 1.0, 1.0 / Self::SPECULATION_COST);
+        Self(AtomicU32::new((share * f64::from(Self::ONE)) as u32))
+    }
+
+    /// The first chunk's share (of 1) at which it and `threads - 1` others finish
+    /// together, when it runs `first_rate` transactions a second and they `later_rate`.
+    fn balanced(threads: usize, first_rate: f64, later_rate: f64) -> f64 {
+        first_rate / (first_rate + (threads - 1) as f64 * later_rate)
+    }
+
+    /// The share the next block's first chunk gets.
+    fn get(&self) -> u32 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Learns from a block on `threads` threads whose first chunk of `first` transactions
+    /// was done after `first_took`, and whose slowest other chunk, of `later`
+    /// transactions, after `later_took`.
+    fn learn(
+        &self,
+        threads: usize,
+        (first, first_took): (usize, Duration),
+        (later, later_took): (usize, Duration),
+    ) {
+        if threads < 2 || first.min(later) < Self::MIN_TXS {
+            return;
+        }
+        let first_rate = first as f64 / first_took.as_secs_f64().max(1e-9);
+        let later_rate = later as f64 / later_took.as_secs_f64().max(1e-9);
+        let one = f64::from(Self::ONE);
+        // Never less than half an even share, nor more than three quarters of the block.
+        let balanced = (Self::balanced(threads, first_rate, later_rate) * one)
+            .clamp(one / (2 * threads) as f64, one * 0.75);
+        let share = (f64::from(self.get()) + balanced) / 2.0;
+        self.0.store(share as u32, Ordering::Relaxed);
+    }
+}
+
 /// Executes blocks on several threads, one contiguous chunk of the block each.
 ///
 /// The chunks after the first run on a pool of the executor's own with one thread fewer
@@ -175,6 +250,8 @@ pub struct ParallelExecutor {
     pool: Option<Arc<rayon::ThreadPool>>,
     /// The change maps of earlier blocks, emptied, for the next.
     spare: Arc<SpareChanges>,
+    /// How much of a block the first chunk takes.
+    share: Arc<FirstShare>,
 }
 
 impl ParallelExecutor {
@@ -194,6 +271,7 @@ impl ParallelExecutor {
         Ok(Self {
             pool,
             spare: Arc::default(),
+            share: Arc::new(FirstShare::new(threads)),
         })
     }
 
@@ -228,13 +306,15 @@ impl ParallelExecutor {
         txs: &[RecoveredTx],
         mode: Mode,
     ) -> Result<ExecutionOutcome, ExecError> {
-        let chunks = chunks(0..txs.len(), self.threads());
+        let threads = self.threads();
+        let chunks = shared_chunks(0..txs.len(), threads, self.share.get());
         let (Some(pool), Some((first, later))) = (
             &self.pool,
             chunks.split_first().filter(|(_, later)| !later.is_empty()),
         ) else {
             return self.execute_one_thread(base, chain_id, header, txs, mode);
         };
+        let started = Instant::now();
         let spare = &*self.spare;
         let committed = RwLock::new(spare.take());
         let hits = AtomicU64::new(0);
@@ -271,6 +351,7 @@ impl ParallelExecutor {
                         runs,
                         reads,
                         diff: changes.get_mut().take_diff(),
+                        took: started.elapsed(),
                     }));
                     spare.keep(changes.into_inner());
                 });
@@ -279,16 +360,26 @@ impl ParallelExecutor {
                 .execute_range(&mut evm, &mut handler, txs, first.clone())
                 .map(|()| {
                     (!gave_up.load(Ordering::Relaxed))
-                        .then(|| SortedChanges::new(overlay.take_diff()))
+                        .then(|| (SortedChanges::new(overlay.take_diff()), started.elapsed()))
                 })
         });
-        // The block's changes so far: sorted while chunks are merged whole, or else in
-        // the committer's hash map (`overlay`).
-        let mut block = first_ran?;
+        let first_ran = first_ran?;
         let speculated = speculated
             .into_iter()
             .map(|chunk| chunk.expect("the scope ran every speculator"))
             .collect::<Result<Vec<_>, _>>()?;
+        // The block's changes so far: sorted while chunks are merged whole, or else in
+        // the committer's hash map (`overlay`).
+        let mut block = first_ran.map(|(sorted, took)| {
+            if let Some(slowest) = speculated.iter().max_by_key(|chunk| chunk.took) {
+                self.share.learn(
+                    threads,
+                    (first.len(), took),
+                    (slowest.range.len(), slowest.took),
+                );
+            }
+            sorted
+        });
         let hits_in_chunks: u64 = chunk_hits.iter().map(|h| h.load(Ordering::Relaxed)).sum();
         hits.fetch_add(hits_in_chunks, Ordering::Relaxed);
         let mut whole = true;
@@ -545,6 +636,58 @@ mod tests {
                 assert_eq!(root, serial, "{len} items on {threads} threads");
             }
         }
+    }
+
+    #[test]
+    fn the_first_chunk_takes_its_share_and_the_others_split_the_rest() {
+        let quarter = FirstShare::ONE / 4;
+        for (len, parts, share, first) in [
+            (100, 2, 3 * quarter, 75),
+            (100, 3, quarter, 25),
+            (101, 2, 2 * quarter, 50),
+            (7, 1, quarter, 7),
+        ] {
+            let chunks = shared_chunks(5..5 + len, parts, share);
+            let covered: Vec<usize> = chunks.iter().flat_map(|c| c.clone()).collect();
+            assert_eq!(covered, (5..5 + len).collect::<Vec<_>>(), "{chunks:?}");
+            assert_eq!(chunks.len(), parts);
+            assert_eq!(chunks[0].len(), first, "{chunks:?}");
+            let later = chunks[1..].iter().map(|c| c.len());
+            let spread = later.clone().max().unwrap_or(0) - later.min().unwrap_or(0);
+            assert!(spread <= 1, "{chunks:?}");
+        }
+    }
+
+    #[test]
+    fn the_first_share_moves_to_where_the_chunks_finish_together() {
+        let ms = Duration::from_millis;
+        let share = FirstShare::new(2);
+        let start = f64::from(share.get()) / f64::from(FirstShare::ONE);
+        assert!((start - 1.3 / 2.3).abs() < 0.001, "{start}");
+        // Speculated transactions take 1.5 times as long: the chunks finish together when
+        // the first takes 60% of the block.
+        for _ in 0..40 {
+            let first = (share.get() as usize * 2500).div_ceil(FirstShare::ONE as usize);
+            let later = 2500 - first;
+            share.learn(
+                2,
+                (first, ms(first as u64)),
+                (later, ms(later as u64 * 3 / 2)),
+            );
+        }
+        let settled = f64::from(share.get()) / f64::from(FirstShare::ONE);
+        assert!((settled - 0.6).abs() < 0.01, "{settled}");
+        // Chunks too small to time, or one thread, teach nothing.
+        let before = share.get();
+        share.learn(2, (10, ms(1)), (2490, ms(100)));
+        share.learn(1, (2500, ms(1)), (2500, ms(100)));
+        assert_eq!(share.get(), before);
+        // However slow the speculators, the first chunk keeps at most three quarters.
+        for _ in 0..100 {
+            share.learn(4, (1000, ms(1)), (1000, ms(1000)));
+        }
+        assert!(share.get() <= FirstShare::ONE * 3 / 4, "{}", share.get());
+        assert!(share.get() >= FirstShare::ONE * 3 / 4 - 16);
     }
 
     #[test]

@@ -208,6 +208,20 @@ fn parallel_equals_serial_on_independent_transfers_and_validate_mode_agrees() {
 }
 
 #[test]
+fn an_executor_that_learned_uneven_chunks_still_equals_serial() {
+    // Each block teaches the executor how much of the next its first chunk takes (the
+    // speculated chunk is slower per transaction, so more than half): every share it
+    // moves through gives the serial result.
+    let ops: Vec<_> = (0..300)
+        .map(|i| (i % SENDERS, Op::Transfer { to: i as u8 }, false))
+        .collect();
+    let executor = [ParallelExecutor::new(2).expect("threads")];
+    for _ in 0..12 {
+        check(&ops, &executor);
+    }
+}
+
+#[test]
 fn the_mixed_workload_deploys_reverts_and_is_identical_in_parallel() {
     use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
     let token = Address::repeat_byte(0xe2);
