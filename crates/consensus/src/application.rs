@@ -19,7 +19,7 @@ use std::{
         atomic::{AtomicBool, AtomicU64, Ordering},
         mpsc,
     },
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use alloy_primitives::{Address, B256};
@@ -35,7 +35,7 @@ use commonware_runtime::Clock;
 use commonware_utils::{Acknowledgement, acknowledgement::Exact};
 use futures::{StreamExt, channel::oneshot};
 use stave_net::BlockSenders;
-use stave_node::{BlockProducer, ImportError, Incoming, Produced, SpeculativeBlock};
+use stave_node::{BlockProducer, ImportError, Incoming, Produced, SpeculativeBlock, unix_seconds};
 use stave_txpool::TxPool;
 
 use crate::{block::ConsensusBlock, catch_up::CatchUpSource};
@@ -184,12 +184,6 @@ impl StaveApp {
     }
 }
 
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
-}
-
 impl<E: Clock + Send + 'static> Application<E> for StaveApp {
     type SigningScheme = Scheme;
     type Context = Context<Digest, PublicKey>;
@@ -212,7 +206,7 @@ impl<E: Clock + Send + 'static> Application<E> for StaveApp {
         self.requests
             .send(Request::Propose {
                 ancestors,
-                timestamp: now(),
+                timestamp: unix_seconds(),
                 reply,
             })
             .ok()?;
@@ -445,7 +439,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                     // queued go through the pipeline as one stream (those imported
                     // meanwhile are only acknowledged).
                     let behind = block.number() > self.head.load(Ordering::Acquire)
-                        && now().saturating_sub(block.header().timestamp) >= BEHIND_AFTER;
+                        && unix_seconds().saturating_sub(block.header().timestamp) >= BEHIND_AFTER;
                     if behind {
                         tracing::debug!(number = block.number(), "an old finalized block arrived");
                         queued = self.catch_up()?;
@@ -635,8 +629,11 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                         bytes: block.bytes(),
                         agreed_senders: senders.as_deref(),
                     };
-                    self.producer
-                        .validate_on(&ancestors, incoming, now() + MAX_CLOCK_DRIFT)?
+                    self.producer.validate_on(
+                        &ancestors,
+                        incoming,
+                        unix_seconds() + MAX_CLOCK_DRIFT,
+                    )?
                 };
                 self.speculative.insert(block.hash(), executed);
             }

@@ -17,4 +17,4 @@ pub use chain::{
     SpeculativeBlock, StageTimes, encoded_block, genesis,
 };
 pub use error::ImportError;
-pub use producer::{BlockProducer, ChainView, Produced, ViewError};
+pub use producer::{BlockProducer, ChainView, Produced, ViewError, unix_seconds};

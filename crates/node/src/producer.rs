@@ -7,7 +7,10 @@
 //! head's state, or any kept block's. A block's state becomes visible in one step, when
 //! its layer is pushed, so no query sees half a block.
 
-use std::sync::Arc;
+use std::{
+    sync::Arc,
+    time::{SystemTime, UNIX_EPOCH},
+};
 
 use alloy_consensus::Transaction as _;
 use alloy_primitives::B256;
@@ -287,4 +290,11 @@ fn settle(pool: &TxPool, view: &ChainView<'_>, included: &[RecoveredTx], number:
     }
     metrics::counter!("stave_transactions_total").increment(included.len() as u64);
     metrics::gauge!("stave_head").set(number as f64);
+}
+
+/// Seconds since the Unix epoch, as block timestamps count them.
+pub fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
 }

@@ -12,14 +12,14 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use alloy_signer_local::{MnemonicBuilder, coins_bip39::English};
 use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
-use stave_node::{BlockProducer, Chain, ChainView, Parallelism};
+use stave_node::{BlockProducer, Chain, ChainView, Parallelism, unix_seconds};
 use stave_primitives::{ChainSpec, DEV_BALANCE_WEI, U256};
 use stave_rpc::{NodeContext, RpcConfig};
 use stave_storage::{DEFAULT_MAP_SIZE, LmdbStore};
@@ -114,13 +114,6 @@ pub fn dev_spec() -> anyhow::Result<(ChainSpec, Vec<(String, String)>)> {
         ));
     }
     Ok((ChainSpec::from_genesis(genesis)?, accounts))
-}
-
-/// Seconds since the Unix epoch, as block timestamps count them.
-pub(super) fn unix_seconds() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
 }
 
 /// Runs `stave node` until SIGINT or SIGTERM.

@@ -115,7 +115,7 @@ impl PoolAdmission {
     fn head_is_stale(&self, head_time: u64) -> bool {
         self.admission
             .head_stale_after
-            .is_some_and(|after| is_stale(head_time, super::node::unix_seconds(), after))
+            .is_some_and(|after| is_stale(head_time, stave_node::unix_seconds(), after))
     }
 }
 
