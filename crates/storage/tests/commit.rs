@@ -114,6 +114,32 @@ fn open() -> (tempfile::TempDir, LmdbStore) {
 }
 
 #[test]
+fn the_stored_bloom_covers_the_logs_of_every_receipt() {
+    let (_dir, store) = open();
+    let genesis = genesis();
+    commit_block(&store, &genesis.input(), false).expect("commits");
+    let mut one = block_one(genesis.block.hash(), 40);
+    // One receipt with a log among transfers without: its bloom is the block's.
+    let emitter = Address::repeat_byte(0xe1);
+    let log = alloy_primitives::Log {
+        address: emitter,
+        data: alloy_primitives::LogData::new_unchecked(
+            vec![B256::repeat_byte(0x70)],
+            Default::default(),
+        ),
+    };
+    let receipt = &mut one.receipts[7];
+    receipt.receipt.logs.push(log);
+    receipt.logs_bloom = alloy_primitives::logs_bloom(&receipt.receipt.logs);
+    let expected = receipt.logs_bloom;
+    assert_ne!(expected, alloy_primitives::Bloom::ZERO);
+    commit_block(&store, &one.input(), false).expect("commits");
+    let stored = logs_bloom(&store, 1).expect("reads").expect("a bloom");
+    assert_eq!(stored, expected);
+    assert!(stored.contains_input(alloy_primitives::BloomInput::Raw(emitter.as_slice())));
+}
+
+#[test]
 fn every_table_reads_back_what_the_block_wrote() {
     let (_dir, store) = open();
     let genesis = genesis();
