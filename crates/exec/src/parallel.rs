@@ -178,8 +178,8 @@ fn shared_chunks(range: Range<usize>, parts: usize, share: u32) -> Vec<Range<usi
 
 /// The first chunk's share of a block, learned from the blocks before it. The first chunk
 /// runs for real, while the others speculate, log every read and check samples of them:
-/// a speculated transaction takes longer, so with even chunks the first thread waited
-/// (transfers, 2 threads, bench-fast: the first chunk sorted after 4.2-6.2 ms, the
+/// a speculated transaction takes 15-45% longer, so with even chunks the first thread
+/// waited (transfers, 2 threads, bench-fast: the first chunk sorted after 4.2-6.2 ms, the
 /// speculator after 4.6-8.6 ms). It starts from [`FirstShare::SPECULATION_COST`]; each
 /// block whose chunks all ran moves it half way to the share at which they would have
 /// finished together.
@@ -192,7 +192,7 @@ impl FirstShare {
     /// Transactions a chunk needs for its time to say anything.
     const MIN_TXS: usize = 64;
     /// What a speculated transaction costs, in real ones, until blocks say otherwise
-    /// (the middle of the 15-45% above).
+    /// (near the middle of the 15-45% measured).
     const SPECULATION_COST: f64 = 1.3;
 
     /// The share at which the chunks would finish together on `threads` threads if a
