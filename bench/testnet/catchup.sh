@@ -3,8 +3,9 @@
 # the other three take LAG more; then validator 3 restarts while a second load of BUSY
 # transactions at RATE keeps the chain producing. Reports, over the same window (from
 # validator 3's process start until its head meets validator 0's), the transactions per
-# second it imported and those the chain finalized, and checks both end at the same block
-# hash and state root.
+# second it imported and those the chain finalized, its import rate against the healthy
+# chain's (the first load's included rate), and checks both end at the same block hash
+# and state root.
 #
 # CRASH=stop measures a node that lagged instead of one that restarted: validator 3 is
 # SIGSTOPped rather than killed and SIGCONTed rather than restarted (the window starts at
@@ -18,7 +19,8 @@ case "$CRASH" in kill | stop) ;; *) echo "CRASH must be kill or stop" >&2; exit 
 RPC3=$((RPC0 + 3))
 
 start_testnet
-echo "healthy, $LAG0 txs: $(load $RPC0 200 "$LAG0" max)"
+healthy="$(load $RPC0 200 "$LAG0" max)"
+echo "healthy, $LAG0 txs: $healthy"
 node3="$(pgrep -f "$WORK/tn/node3/config.toml" | head -1)"
 if [ "$CRASH" = kill ]; then
   kill -9 "$node3"; what=SIGKILLed
@@ -54,7 +56,8 @@ wait $busy || true
 echo "second load: $(cat "$WORK/busy.json")"
 python3 - "$start" "$end" "$killed" "$produced_from" "$h3" \
   "$(txs_to $RPC0 "$killed")" "$(txs_to $RPC0 "$produced_from")" "$(txs_to $RPC0 "$h3")" \
-  "$sync_start" "$(txs_to $RPC0 "$synced_from")" "$(txs_to $RPC0 "$chain_at_sync")" <<'PY'
+  "$sync_start" "$(txs_to $RPC0 "$synced_from")" "$(txs_to $RPC0 "$chain_at_sync")" \
+  "$(echo "$healthy" | python3 -c 'import sys,json; print(json.load(sys.stdin)["included_tps"])')" <<'PY'
 import sys
 start, end = float(sys.argv[1]), float(sys.argv[2])
 killed, produced_from, caught = map(int, sys.argv[3:6])
@@ -71,6 +74,9 @@ sync = max(end - sync_start, 1e-3)
 synced, produced = at_end - at_first_import, at_end - chain_at_sync
 print(f"sync alone, {sync:.2f} s from its first imported block: {synced} txs = {synced / sync:.0f} tx/s "
       f"against {produced / sync:.0f} tx/s finalized: {synced / max(produced, 1):.1f}x")
+healthy = float(sys.argv[12])
+print(f"against the healthy 4-validator rate of the first load ({healthy:.0f} tx/s included): "
+      f"catch-up {imported / window / max(healthy, 1):.1f}x, sync alone {synced / sync / max(healthy, 1):.1f}x")
 PY
 a="$(block_of $RPC0 "$h3")"; b="$(block_of $RPC3 "$h3")"
 echo "block $h3: validator 0 $a; validator 3 $b"
