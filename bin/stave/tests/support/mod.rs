@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::{
-    io::{Read, Write},
+    io::{Read, Seek, SeekFrom, Write},
     net::{TcpListener, TcpStream},
     path::Path,
     process::{Child, Command, Stdio},
@@ -51,12 +51,14 @@ impl Node {
     /// Runs `command` (a `stave node` serving JSON-RPC on `port` and metrics on
     /// `metrics_port`) and waits until it answers JSON-RPC.
     pub fn launch(mut command: Command, port: u16, metrics_port: u16) -> Self {
+        // The node's stderr goes to an unnamed file, so a node that fails to start says why.
+        let mut stderr = tempfile::tempfile().expect("a file for the node's stderr");
         let child = command
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr.try_clone().expect("the file's handle clones"))
             .spawn()
             .expect("starts");
-        let node = Self {
+        let mut node = Self {
             child,
             port,
             metrics_port,
@@ -66,7 +68,14 @@ impl Node {
             .try_post(r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}"#)
             .is_err()
         {
-            assert!(Instant::now() < deadline, "the node did not start");
+            let exited = node.child.try_wait().expect("the node's status");
+            if exited.is_some() || Instant::now() >= deadline {
+                let mut said = String::new();
+                let _ = stderr.seek(SeekFrom::Start(0));
+                let _ = stderr.read_to_string(&mut said);
+                let how = exited.map_or("no answer in 20 s".to_string(), |s| s.to_string());
+                panic!("the node did not start ({how}); its stderr:\n{said}");
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         node
