@@ -87,6 +87,7 @@ impl LayerReads {
 ///
 /// Each thread adds to a stripe of its own, on cache lines of its own: with one set of
 /// counters, every read of the two executing threads moved their line to its core.
+#[derive(Default)]
 struct Counters([CachePadded<Counts>; COUNTER_STRIPES]);
 
 /// Stripes of [`Counters`]: threads beyond it share them.
@@ -101,12 +102,6 @@ struct Counts {
     clean: AtomicU64,
     disk: AtomicU64,
     wasted_prefetch: AtomicU64,
-}
-
-impl Default for Counters {
-    fn default() -> Self {
-        Self(std::array::from_fn(|_| CachePadded::default()))
-    }
 }
 
 impl Counters {
