@@ -31,7 +31,9 @@ pub use header::{Block, Header, SealedBlock, SealedHeader};
 pub use merkle::{
     GlobalPoolLeaves, ITEMS_PER_LEAF, LeafHasher, SerialLeaves, chunked_root, merkle_root,
 };
-pub use receipt::{Receipt, decode_stored_receipts, encode_stored_receipts, receipts_root};
+pub use receipt::{
+    Receipt, block_bloom, decode_stored_receipts, encode_stored_receipts, receipts_root,
+};
 pub use state::{AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, StateDiff, state_root};
 pub use stored_diff::{StoredDiffError, decode_stored_diff, encode_stored_diff};
 pub use transaction::{

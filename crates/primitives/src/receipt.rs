@@ -1,6 +1,6 @@
 //! Transaction receipts: status, cumulative gas, logs and their bloom.
 
-use alloy_primitives::{B256, Log};
+use alloy_primitives::{B256, Bloom, Log};
 use alloy_rlp::{Decodable, Encodable};
 
 use crate::merkle::{LeafHasher, chunked_root};
@@ -82,6 +82,15 @@ pub fn decode_stored_receipts(mut bytes: &[u8]) -> alloy_rlp::Result<Vec<Receipt
         receipts.push(decode_without_bloom(&mut bytes)?);
     }
     Ok(receipts)
+}
+
+/// A block's logs bloom: every receipt's, ORed. A receipt's bloom is its logs', so one
+/// without logs adds nothing and is skipped (256 bytes read for each transfer otherwise).
+pub fn block_bloom(receipts: &[Receipt]) -> Bloom {
+    receipts
+        .iter()
+        .filter(|receipt| !receipt.receipt.logs.is_empty())
+        .fold(Bloom::ZERO, |bloom, receipt| bloom | receipt.logs_bloom)
 }
 
 /// The header's `receipts_root`: the [`chunked_root`] over the receipts' RLP without their

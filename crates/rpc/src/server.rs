@@ -8,7 +8,7 @@ use std::{
 
 use alloy_consensus::Transaction as _;
 use alloy_eips::{BlockId, BlockNumberOrTag};
-use alloy_primitives::{Address, B256, Bloom, Bytes, TxKind, U64, U256};
+use alloy_primitives::{Address, B256, Bytes, TxKind, U64, U256};
 use alloy_rpc_types_eth::{
     Block, FeeHistory, Filter, FilterBlockOption, FilterChanges, Index, Log, Transaction,
     TransactionReceipt, TransactionRequest,
@@ -21,6 +21,7 @@ use jsonrpsee::{
 use serde_json::{Value, json};
 use stave_exec::{CallOutcome, CallRequest};
 use stave_node::{ChainView, Produced, ViewError};
+use stave_primitives::block_bloom;
 use stave_storage::commit;
 use stave_txpool::TxPool;
 use tokio::sync::broadcast;
@@ -826,10 +827,7 @@ impl Rpc {
 /// What a `kind` subscriber hears about a new block.
 fn notifications(kind: &str, filter: &Filter, produced: &Produced) -> Vec<Value> {
     let block = &produced.block;
-    let bloom = produced
-        .receipts
-        .iter()
-        .fold(Bloom::ZERO, |all, receipt| all | receipt.logs_bloom);
+    let bloom = block_bloom(&produced.receipts);
     if kind == "newHeads" {
         let size = alloy_rlp::encode(block.header()).len();
         return vec![json!(rpc_header(block.header(), block.hash(), bloom, size))];

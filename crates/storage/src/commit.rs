@@ -25,8 +25,8 @@ use alloy_primitives::{Address, B256, Bloom, U256};
 use alloy_rlp::Decodable;
 use rayon::prelude::*;
 use stave_primitives::{
-    AccountDiff, AccountState, Header, Receipt, SealedBlock, StateDiff, decode_stored_diff,
-    decode_stored_receipts, encode_stored_diff, encode_stored_receipts,
+    AccountDiff, AccountState, Header, Receipt, SealedBlock, StateDiff, block_bloom,
+    decode_stored_diff, decode_stored_receipts, encode_stored_diff, encode_stored_receipts,
 };
 
 use crate::{
@@ -374,14 +374,7 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
         batch.put(Table::Headers, number, alloy_rlp::encode(block.header()));
         batch.put(Table::BlockNumbers, hash, number);
         batch.put(Table::Bodies, number, input.body);
-        // A receipt's bloom is its logs': one without logs adds nothing, and skipping
-        // it spares reading 256 bytes a transfer.
-        let bloom = input
-            .receipts
-            .iter()
-            .filter(|receipt| !receipt.receipt.logs.is_empty())
-            .fold(Bloom::ZERO, |bloom, receipt| bloom | receipt.logs_bloom);
-        batch.put(Table::Blooms, number, bloom);
+        batch.put(Table::Blooms, number, block_bloom(input.receipts));
         batch.put(Table::Senders, number, input.senders.concat());
         batch
     };
