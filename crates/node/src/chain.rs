@@ -112,6 +112,23 @@ pub struct PreparedBlock {
 }
 
 impl PreparedBlock {
+    /// A received block once executed: its body's bytes as they came, and the senders of
+    /// its `recovered` transactions.
+    fn received(
+        block: SealedBlock,
+        body: &[u8],
+        outcome: ExecutionOutcome,
+        recovered: &[RecoveredTx],
+    ) -> Self {
+        Self {
+            block,
+            body: body.to_vec(),
+            receipts: outcome.receipts,
+            senders: recovered.iter().map(|tx| tx.sender).collect(),
+            diff: outcome.diff,
+        }
+    }
+
     /// The commit stage's view of it: the block data, and its state journaled for the
     /// state layers that hold it until they flush.
     pub fn input(&self) -> BlockToCommit<'_> {
@@ -712,13 +729,7 @@ impl<'s> Chain<'s> {
             &mut times,
         )?;
         Ok(SpeculativeBlock::new(
-            PreparedBlock {
-                block,
-                body: body.to_vec(),
-                receipts: outcome.receipts,
-                senders: recovered.iter().map(|tx| tx.sender).collect(),
-                diff: outcome.diff,
-            },
+            PreparedBlock::received(block, body, outcome, &recovered),
             recovered,
         ))
     }
@@ -1138,13 +1149,7 @@ impl<'s> Chain<'s> {
         recoveries += recovered_now;
 
         let (committed, elapsed) = stage("commit", number, || {
-            let mut prepared = PreparedBlock {
-                body: body.to_vec(),
-                block,
-                receipts: outcome.receipts,
-                senders: recovered.iter().map(|tx| tx.sender).collect(),
-                diff: outcome.diff,
-            };
+            let mut prepared = PreparedBlock::received(block, body, outcome, &recovered);
             let committed = self.commit_parts(&mut prepared, flush)?;
             Ok::<_, ImportError>((committed, prepared))
         });
