@@ -42,12 +42,6 @@ pub fn decode_block(bytes: &[u8]) -> Result<SealedBlock, CodecError> {
     split_block(bytes)?.seal()
 }
 
-/// [`decode_block`] with the transactions decoded on the calling thread: the serial
-/// baseline of the decode stage.
-pub fn decode_block_serial(bytes: &[u8]) -> Result<SealedBlock, CodecError> {
-    split_block(bytes)?.seal_serial()
-}
-
 /// A block's header, its hash and its body's bytes, before any transaction is decoded.
 #[derive(Debug, Clone)]
 pub struct BlockParts<'a> {
@@ -104,7 +98,8 @@ impl BlockParts<'_> {
         self.seal_with(decode_transactions)
     }
 
-    /// [`BlockParts::seal`] with the transactions decoded on the calling thread.
+    /// [`BlockParts::seal`] with the transactions decoded on the calling thread: the
+    /// serial baseline of the decode stage.
     pub fn seal_serial(self) -> Result<SealedBlock, CodecError> {
         self.seal_with(decode_transactions_serial)
     }

@@ -26,9 +26,7 @@ mod indexed;
 pub mod rlp_list;
 mod transactions;
 
-pub use block::{
-    BlockParts, decode_block, decode_block_serial, encode_block, encode_block_parts, split_block,
-};
+pub use block::{BlockParts, decode_block, encode_block, encode_block_parts, split_block};
 pub use error::CodecError;
 pub use indexed::{IndexedList, encode_indexed};
 pub use transactions::{decode_transactions, decode_transactions_serial, encode_transactions};
