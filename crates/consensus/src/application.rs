@@ -37,8 +37,12 @@ use futures::{StreamExt, channel::oneshot};
 use stave_net::BlockSenders;
 use stave_node::{BlockProducer, ImportError, Incoming, Produced, SpeculativeBlock, unix_seconds};
 use stave_txpool::TxPool;
+use tokio::sync::watch;
 
-use crate::{block::ConsensusBlock, catch_up::CatchUpSource};
+use crate::{
+    block::{ConsensusBlock, hash_of},
+    catch_up::CatchUpSource,
+};
 
 /// What the engine asks of the chain.
 pub enum Request {
@@ -67,6 +71,14 @@ pub enum Request {
         /// Marshal's acknowledgement, sent once the block is durable.
         ack: Exact,
     },
+    /// Marshal holds a finalization of the block `hash` (it may deliver the block much
+    /// later: in height order, once its archives are synced, after every block below it).
+    /// If this node executed it and the blocks between its head and it, they are committed
+    /// now; a finalized block's ancestors are final too.
+    FinalizedTip {
+        /// The finalized block's hash.
+        hash: B256,
+    },
     /// The finalized tip is far above the head (the node lagged): catch up from the other
     /// validators before answering anything else.
     CatchUp,
@@ -84,6 +96,7 @@ pub struct StaveApp {
     /// The highest finalized height marshal has reported.
     tip: Arc<AtomicU64>,
     catching_up: Option<Arc<CatchingUp>>,
+    committed_tips: watch::Receiver<u64>,
 }
 
 /// Whether a validator is catching up, as two of its parts see it: [`StaveApp`] when
@@ -156,6 +169,14 @@ impl StaveApp {
                 flag.tip_ahead.store(behind, Ordering::Release);
             }
         }
+    }
+
+    /// The newest finalized tip marshal reported that the chain actor committed before
+    /// marshal delivered it (see [`Request::FinalizedTip`]); marshal holds its
+    /// finalization. [`crate::ValidatorConfig::committed_tips`] moves marshal's floor up to
+    /// it when marshal is far below it.
+    pub fn committed_tips(&self) -> watch::Receiver<u64> {
+        self.committed_tips.clone()
     }
 
     /// Asks the chain actor to stop once the request it is answering is done: it writes
@@ -246,10 +267,14 @@ impl Reporter for StaveApp {
 
     fn report(&mut self, activity: Self::Activity) -> Feedback {
         match activity {
-            Update::Tip(_, height, _) => {
+            Update::Tip(_, height, digest) => {
                 self.tip.fetch_max(height.get(), Ordering::AcqRel);
                 self.publish_catching_up(self.head.load(Ordering::Acquire));
-                Feedback::Ok
+                let hash = hash_of(&digest);
+                match self.requests.send(Request::FinalizedTip { hash }) {
+                    Ok(()) => Feedback::Ok,
+                    Err(_) => Feedback::Closed,
+                }
             }
             Update::Block(block, ack) => {
                 let block = block.inner().clone();
@@ -304,6 +329,7 @@ pub struct ChainActor<'s, F> {
     requests: mpsc::Receiver<Request>,
     on_commit: F,
     catch_up: Option<CatchUp>,
+    committed_tip: watch::Sender<u64>,
 }
 
 /// Where a chain actor catches up from, and the flag it keeps set meanwhile.
@@ -324,6 +350,7 @@ pub fn chain_actor<'s, F: FnMut(&Produced)>(
     let (number, _) = producer.head()?;
     let head = Arc::new(AtomicU64::new(number));
     let (sender, requests) = mpsc::channel();
+    let (committed_tip, committed_tips) = watch::channel(number);
     Ok((
         ChainActor {
             producer,
@@ -332,6 +359,7 @@ pub fn chain_actor<'s, F: FnMut(&Produced)>(
             requests,
             on_commit,
             catch_up: None,
+            committed_tip,
         },
         StaveApp {
             requests: sender,
@@ -340,6 +368,7 @@ pub fn chain_actor<'s, F: FnMut(&Produced)>(
             idle_wait,
             tip: Arc::new(AtomicU64::new(number)),
             catching_up: None,
+            committed_tips,
         },
     ))
 }
@@ -391,6 +420,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             match request {
                 Request::Stop => break,
                 Request::CatchUp => queued = self.catch_up()?,
+                Request::FinalizedTip { hash } => self.commit_executed_up_to(hash)?,
                 Request::Propose {
                     ancestors,
                     timestamp,
@@ -421,6 +451,11 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                     let _ = reply.send(verdict.is_ok());
                 }
                 Request::Finalized { block, ack } => {
+                    // Committed already: at its finalized tip, or imported while catching up.
+                    if block.number() <= self.head.load(Ordering::Acquire) {
+                        ack.acknowledge();
+                        continue;
+                    }
                     if let Some(executed) = self.speculative.remove(&block.hash()) {
                         let produced = self.producer.commit_final(executed)?;
                         committed(
@@ -474,6 +509,42 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         self.producer.close()
     }
 
+    /// Commits the executed blocks from the head's child up to the finalized block `hash`,
+    /// if this node executed all of them (verified or proposed them); otherwise does
+    /// nothing, and they come with marshal's deliveries. Marshal delivers a finalized block
+    /// only after every block below it and once its own archives are synced: a validator
+    /// that rejoined after a catch-up would otherwise wait for marshal to fetch and hand
+    /// over every block it imported meanwhile before it commits the one it just voted for.
+    /// Marshal's later delivery of a block committed here is only acknowledged.
+    fn commit_executed_up_to(&mut self, hash: B256) -> Result<(), ImportError> {
+        let (_, head) = self.producer.head()?;
+        let mut executed = Vec::new();
+        let mut at = hash;
+        while at != head {
+            let Some(block) = self.speculative.get(&at) else {
+                return Ok(());
+            };
+            executed.push(at);
+            at = block.prepared.block.header().parent_hash;
+        }
+        if executed.is_empty() {
+            return Ok(());
+        }
+        for hash in executed.into_iter().rev() {
+            let block = self.speculative.remove(&hash).expect("walked through it");
+            let produced = self.producer.commit_final(block)?;
+            committed(
+                &mut self.speculative,
+                &self.head,
+                &mut self.on_commit,
+                &produced,
+            );
+        }
+        self.committed_tip
+            .send_replace(self.head.load(Ordering::Acquire));
+        Ok(())
+    }
+
     /// Before answering the engine: imports the finalized blocks above the head that the
     /// catch-up source vouches for, round after round until it has none newer. A
     /// restarted validator so catches up while its engine is still restoring its
@@ -512,6 +583,12 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                 }
                 None if started.elapsed() < CATCH_UP_WAIT => {
                     match self.requests.recv_timeout(CATCH_UP_RETRY) {
+                        // Marshal learned of a newer finalization: no reason to stop asking.
+                        Ok(Request::FinalizedTip { hash }) => {
+                            if let Err(error) = self.commit_executed_up_to(hash) {
+                                break Err(error);
+                            }
+                        }
                         Ok(request) => break Ok(Some(request)),
                         Err(mpsc::RecvTimeoutError::Timeout) => {}
                         Err(mpsc::RecvTimeoutError::Disconnected) => break Ok(None),
@@ -785,6 +862,7 @@ mod tests {
             idle_wait: Duration::ZERO,
             tip: Arc::new(AtomicU64::new(head)),
             catching_up: None,
+            committed_tips: watch::channel(head).1,
         }
         .with_catching_up(flag.clone());
         (app, flag, received)
@@ -882,8 +960,28 @@ mod tests {
     #[test]
     fn catch_up_requests_queued_while_it_caught_up_are_answered_by_it() {
         let dir = tempfile::tempdir().expect("tempdir");
+        let (actor, app) = actor_on_a_new_chain(dir.path(), |_| {});
+        let asked = Arc::new(AtomicU64::new(0));
+        let actor = actor.with_catch_up(
+            Box::new(NothingNewer(asked.clone())),
+            Arc::new(CatchingUp::default()),
+        );
+        for _ in 0..5 {
+            app.requests.send(Request::CatchUp).expect("queued");
+        }
+        app.stop_chain();
+        actor.run().expect("runs");
+        // Once as it starts, which answers the five queued before it.
+        assert_eq!(asked.load(Ordering::Relaxed), 1);
+    }
+
+    /// A chain actor and its handle on a new dev chain stored under `dir`.
+    fn actor_on_a_new_chain<F: FnMut(&Produced)>(
+        dir: &std::path::Path,
+        on_commit: F,
+    ) -> (ChainActor<'static, F>, StaveApp) {
         let store: &'static stave_storage::LmdbStore = Box::leak(Box::new(
-            stave_storage::LmdbStore::open(dir.path(), 64 << 20).expect("opens"),
+            stave_storage::LmdbStore::open(dir, 64 << 20).expect("opens"),
         ));
         let spec = stave_primitives::ChainSpec::dev(1, 1);
         let cache = Arc::new(stave_verify::SenderCache::new(16));
@@ -901,18 +999,47 @@ mod tests {
             cache,
         ));
         let producer = BlockProducer::new(chain, view, pool.clone(), 10);
-        let (actor, app) = chain_actor(producer, pool, Duration::ZERO, |_| {}).expect("actor");
-        let asked = Arc::new(AtomicU64::new(0));
-        let actor = actor.with_catch_up(
-            Box::new(NothingNewer(asked.clone())),
-            Arc::new(CatchingUp::default()),
-        );
-        for _ in 0..5 {
-            app.requests.send(Request::CatchUp).expect("queued");
-        }
+        chain_actor(producer, pool, Duration::ZERO, on_commit).expect("actor")
+    }
+
+    #[test]
+    fn a_finalized_tip_commits_the_executed_blocks_up_to_it_before_marshal_delivers_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let commits = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = commits.clone();
+        let (actor, app) = actor_on_a_new_chain(dir.path(), move |produced| {
+            recorded.lock().expect("lock").push(produced.block.number());
+        });
+        let tips = app.committed_tips();
+        let actor = std::thread::spawn(move || actor.run());
+        let propose = |ancestors: Vec<ConsensusBlock>| {
+            let (reply, block) = oneshot::channel();
+            app.requests
+                .send(Request::Propose {
+                    ancestors,
+                    timestamp: unix_seconds(),
+                    reply,
+                })
+                .expect("queued");
+            futures::executor::block_on(block)
+                .expect("answered")
+                .expect("a block")
+        };
+        let one = propose(Vec::new());
+        let two = propose(vec![one.clone()]);
+        // A tip this node never executed: nothing to commit (marshal delivers it).
+        let unknown = B256::repeat_byte(7);
+        app.requests
+            .send(Request::FinalizedTip { hash: unknown })
+            .expect("queued");
+        // Block two is final, so block one is too: both are committed, in order.
+        app.requests
+            .send(Request::FinalizedTip { hash: two.hash() })
+            .expect("queued");
         app.stop_chain();
-        actor.run().expect("runs");
-        // Once as it starts, which answers the five queued before it.
-        assert_eq!(asked.load(Ordering::Relaxed), 1);
+        actor.join().expect("no panic").expect("runs");
+        assert_eq!(*commits.lock().expect("lock"), vec![1, 2]);
+        assert_eq!(*tips.borrow(), 2);
+        assert_eq!(app.head.load(Ordering::Acquire), 2);
     }
 }

@@ -8,14 +8,18 @@ use std::{
     time::Duration,
 };
 
+use ::tokio::sync::watch;
 use commonware_broadcast::buffered;
 use commonware_consensus::{
     Application, Reporter,
     marshal::{
-        self, Update, core::Actor as Marshal, resolver::p2p as marshal_resolver, standard::Inline,
+        self, Update,
+        core::Actor as Marshal,
+        resolver::p2p as marshal_resolver,
+        standard::{Inline, Standard},
     },
     simplex::{self, elector::RoundRobin, scheme::ed25519::Scheme, types::Context},
-    types::{Epoch, FixedEpocher, ViewDelta},
+    types::{Epoch, FixedEpocher, Height, ViewDelta},
 };
 use commonware_cryptography::{
     Digested, Digestible, Signer as _,
@@ -86,6 +90,13 @@ pub struct ValidatorConfig {
     pub genesis: ConsensusBlock,
     /// How long a view waits for its leader's proposal.
     pub leader_timeout: Duration,
+    /// The finalized tips the chain committed before marshal delivered them
+    /// ([`crate::StaveApp::committed_tips`]). When marshal is far below one, it is
+    /// redelivering blocks the chain imported on its own while it caught up (fetching each
+    /// from the other validators and syncing it to its archive first, ~15–100 ms a block
+    /// on a loaded disk), and the chain's next blocks wait behind them: marshal's floor is
+    /// then moved up to the tip, so it delivers from there on.
+    pub committed_tips: watch::Receiver<u64>,
 }
 
 fn archive<C>(name: &str, page_cache: CacheRef, codec_config: C) -> prunable::Config<TwoCap, C> {
@@ -268,8 +279,44 @@ where
                 forward: simplex::ForwardPolicy::Disabled,
             },
         );
+        let (marshal, tips) = (marshal_mailbox.clone(), config.committed_tips);
+        context
+            .child("floor")
+            .spawn(move |_| raise_floor_to_committed_tips(marshal, tips));
         let marshal_handle = marshal_actor.start(app, buffer, backfill_resolver);
         engine.start(votes, certificates, resolver);
         let _ = marshal_handle.await;
     });
+}
+
+/// How far below a committed tip marshal's processed height must be before its floor is
+/// moved up: nearer, marshal delivers the blocks between soon enough itself.
+const FLOOR_LAG: u64 = 4;
+
+/// Moves marshal's floor up to each finalized tip in `tips` that the chain committed
+/// while marshal is more than [`FLOOR_LAG`] blocks below it. The floor is the tip's
+/// finalization, which marshal holds (it reported the tip); marshal then counts the blocks
+/// below it as processed and delivers the tip (acknowledged: already committed) and what
+/// follows it.
+async fn raise_floor_to_committed_tips(
+    marshal: marshal::core::Mailbox<Scheme, Standard<ConsensusBlock>>,
+    mut tips: watch::Receiver<u64>,
+) {
+    while tips.changed().await.is_ok() {
+        let tip = *tips.borrow_and_update();
+        let Some(processed) = marshal.get_processed().await else {
+            continue;
+        };
+        if processed.height().get() + FLOOR_LAG >= tip {
+            continue;
+        }
+        if let Some(finalization) = marshal.get_finalization(Height::new(tip)).await {
+            tracing::debug!(
+                tip,
+                processed = processed.height().get(),
+                "marshal's floor moved up to a committed tip"
+            );
+            marshal.set_floor(finalization);
+        }
+    }
 }

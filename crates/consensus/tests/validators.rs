@@ -325,6 +325,7 @@ fn start(
         namespace: [b"stave-test-".as_slice(), genesis(spec).0.hash().as_slice()].concat(),
         genesis: ConsensusBlock::genesis(spec),
         leader_timeout: Duration::from_secs(1),
+        committed_tips: app.committed_tips(),
     };
     std::thread::spawn(move || match forger {
         Some((forgery, forged)) => run_validator(

@@ -151,20 +151,6 @@ pub fn start(
         &keys::public_key(&public).context("this validator's consensus key")?,
         tokio::runtime::Handle::current(),
     );
-    let genesis = ConsensusBlock::genesis(spec);
-    let validator = ValidatorConfig {
-        key,
-        validators,
-        network: p2p.network.clone(),
-        storage: config
-            .storage
-            .as_ref()
-            .map_or_else(|| datadir.join("consensus"), |dir| base.join(dir)),
-        namespace: namespace(spec, &genesis),
-        genesis,
-        leader_timeout,
-    };
-
     let (actor, app) = chain_actor(producer, pool, idle_wait, move |produced| {
         tracing::info!(
             number = produced.block.number(),
@@ -177,6 +163,20 @@ pub fn start(
     .context("starting the chain actor")?;
     let actor = actor.with_catch_up(Box::new(others), p2p.catching_up.clone());
     let app = app.with_catching_up(p2p.catching_up.clone());
+    let genesis = ConsensusBlock::genesis(spec);
+    let validator = ValidatorConfig {
+        key,
+        validators,
+        network: p2p.network.clone(),
+        storage: config
+            .storage
+            .as_ref()
+            .map_or_else(|| datadir.join("consensus"), |dir| base.join(dir)),
+        namespace: namespace(spec, &genesis),
+        genesis,
+        leader_timeout,
+        committed_tips: app.committed_tips(),
+    };
     let actor = std::thread::Builder::new()
         .name("chain-actor".into())
         .spawn(move || {
