@@ -420,7 +420,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             match request {
                 Request::Stop => break,
                 Request::CatchUp => queued = self.catch_up()?,
-                Request::FinalizedTip { hash } => self.commit_executed_up_to(hash)?,
+                Request::FinalizedTip { hash } => self.finalized_tip(hash)?,
                 Request::Propose {
                     ancestors,
                     timestamp,
@@ -451,19 +451,10 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                     let _ = reply.send(verdict.is_ok());
                 }
                 Request::Finalized { block, ack } => {
-                    // Committed already: at its finalized tip, or imported while catching up.
+                    // Executed here, it is committed now. Committed already: at its
+                    // finalized tip, or imported while catching up.
+                    self.commit_executed_up_to(block.hash())?;
                     if block.number() <= self.head.load(Ordering::Acquire) {
-                        ack.acknowledge();
-                        continue;
-                    }
-                    if let Some(executed) = self.speculative.remove(&block.hash()) {
-                        let produced = self.producer.commit_final(executed)?;
-                        committed(
-                            &mut self.speculative,
-                            &self.head,
-                            &mut self.on_commit,
-                            &produced,
-                        );
                         ack.acknowledge();
                         continue;
                     }
@@ -509,27 +500,36 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         self.producer.close()
     }
 
+    /// Marshal holds a finalization of block `hash` ([`Request::FinalizedTip`]): commits
+    /// the executed blocks up to it and publishes the new head as a committed tip.
+    /// Marshal delivers a finalized block only after every block below it and once its
+    /// own archives are synced: a validator that rejoined after a catch-up would otherwise
+    /// wait for marshal to fetch and hand over every block it imported meanwhile before it
+    /// commits the one it just voted for. Marshal's later delivery of a block committed
+    /// here is only acknowledged.
+    fn finalized_tip(&mut self, hash: B256) -> Result<(), ImportError> {
+        if self.commit_executed_up_to(hash)? {
+            self.committed_tip
+                .send_replace(self.head.load(Ordering::Acquire));
+        }
+        Ok(())
+    }
+
     /// Commits the executed blocks from the head's child up to the finalized block `hash`,
     /// if this node executed all of them (verified or proposed them); otherwise does
-    /// nothing, and they come with marshal's deliveries. Marshal delivers a finalized block
-    /// only after every block below it and once its own archives are synced: a validator
-    /// that rejoined after a catch-up would otherwise wait for marshal to fetch and hand
-    /// over every block it imported meanwhile before it commits the one it just voted for.
-    /// Marshal's later delivery of a block committed here is only acknowledged.
-    fn commit_executed_up_to(&mut self, hash: B256) -> Result<(), ImportError> {
+    /// nothing, and they come with marshal's deliveries. True if it committed any.
+    fn commit_executed_up_to(&mut self, hash: B256) -> Result<bool, ImportError> {
         let (_, head) = self.producer.head()?;
         let mut executed = Vec::new();
         let mut at = hash;
         while at != head {
             let Some(block) = self.speculative.get(&at) else {
-                return Ok(());
+                return Ok(false);
             };
             executed.push(at);
             at = block.prepared.block.header().parent_hash;
         }
-        if executed.is_empty() {
-            return Ok(());
-        }
+        let any = !executed.is_empty();
         for hash in executed.into_iter().rev() {
             let block = self.speculative.remove(&hash).expect("walked through it");
             let produced = self.producer.commit_final(block)?;
@@ -540,9 +540,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                 &produced,
             );
         }
-        self.committed_tip
-            .send_replace(self.head.load(Ordering::Acquire));
-        Ok(())
+        Ok(any)
     }
 
     /// Before answering the engine: imports the finalized blocks above the head that the
@@ -585,7 +583,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                     match self.requests.recv_timeout(CATCH_UP_RETRY) {
                         // Marshal learned of a newer finalization: no reason to stop asking.
                         Ok(Request::FinalizedTip { hash }) => {
-                            if let Err(error) = self.commit_executed_up_to(hash) {
+                            if let Err(error) = self.finalized_tip(hash) {
                                 break Err(error);
                             }
                         }

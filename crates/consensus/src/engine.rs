@@ -35,6 +35,7 @@ use commonware_storage::{archive::prunable, translator::TwoCap};
 use commonware_utils::{NZDuration, NZU16, NZU64, NZUsize};
 
 use crate::{
+    application::CATCHING_UP_BLOCKS,
     block::ConsensusBlock,
     transport::{ConsensusNet, validator_node_id},
 };
@@ -289,12 +290,9 @@ where
     });
 }
 
-/// How far below a committed tip marshal's processed height must be before its floor is
-/// moved up: nearer, marshal delivers the blocks between soon enough itself.
-const FLOOR_LAG: u64 = 4;
-
 /// Moves marshal's floor up to each finalized tip in `tips` that the chain committed
-/// while marshal is more than [`FLOOR_LAG`] blocks below it. The floor is the tip's
+/// while marshal is more than [`CATCHING_UP_BLOCKS`] below it (nearer, marshal delivers
+/// the blocks between soon enough itself). The floor is the tip's
 /// finalization, which marshal holds (it reported the tip); marshal then counts the blocks
 /// below it as processed and delivers the tip (acknowledged: already committed) and what
 /// follows it.
@@ -307,7 +305,7 @@ async fn raise_floor_to_committed_tips(
         let Some(processed) = marshal.get_processed().await else {
             continue;
         };
-        if processed.height().get() + FLOOR_LAG >= tip {
+        if processed.height().get() + CATCHING_UP_BLOCKS >= tip {
             continue;
         }
         if let Some(finalization) = marshal.get_finalization(Height::new(tip)).await {
