@@ -179,6 +179,20 @@ impl StaveApp {
         self.committed_tips.clone()
     }
 
+    /// The chain actor's proposal on top of `ancestors` (the unfinalized blocks above the
+    /// head, oldest first), stamped now; `None` if the actor is gone or proposed nothing.
+    async fn proposal_on(&self, ancestors: Vec<ConsensusBlock>) -> Option<ConsensusBlock> {
+        let (reply, block) = oneshot::channel();
+        self.requests
+            .send(Request::Propose {
+                ancestors,
+                timestamp: unix_seconds(),
+                reply,
+            })
+            .ok()?;
+        block.await.ok()?
+    }
+
     /// Asks the chain actor to stop once the request it is answering is done: it writes
     /// the state layers to disk and [`ChainActor::run`] returns. For a node shutting down.
     pub fn stop_chain(&self) {
@@ -223,15 +237,7 @@ impl<E: Clock + Send + 'static> Application<E> for StaveApp {
             clock.sleep(POOL_POLL).await;
         }
         let ancestors = self.unfinalized(ancestry).await;
-        let (reply, block) = oneshot::channel();
-        self.requests
-            .send(Request::Propose {
-                ancestors,
-                timestamp: unix_seconds(),
-                reply,
-            })
-            .ok()?;
-        let block = block.await.ok()??;
+        let block = self.proposal_on(ancestors).await?;
         let digest = block.digest();
         Some(Digested::precomputed(block, digest))
     }
@@ -1010,19 +1016,8 @@ mod tests {
         });
         let tips = app.committed_tips();
         let actor = std::thread::spawn(move || actor.run());
-        let propose = |ancestors: Vec<ConsensusBlock>| {
-            let (reply, block) = oneshot::channel();
-            app.requests
-                .send(Request::Propose {
-                    ancestors,
-                    timestamp: unix_seconds(),
-                    reply,
-                })
-                .expect("queued");
-            futures::executor::block_on(block)
-                .expect("answered")
-                .expect("a block")
-        };
+        let propose =
+            |ancestors| futures::executor::block_on(app.proposal_on(ancestors)).expect("a block");
         let one = propose(Vec::new());
         let two = propose(vec![one.clone()]);
         // A tip this node never executed: nothing to commit (marshal delivers it).
