@@ -7,7 +7,7 @@
 //!   index of the layers that changed each account sends the others straight there;
 //! - L1.5, the origin pool: values read from below the layers, kept until a flush writes
 //!   their key, shared by the executor's threads and the [`Prefetcher`];
-//! - L3, the clean cache of disk values (S3-FIFO, `quick_cache`);
+//! - L3, the clean cache of values flushes wrote to disk (S3-FIFO, `quick_cache`);
 //! - the disk layer: `stave-storage`, at the flushed height.
 //!
 //! Blocks are durable at commit; their state changes stay in layers until
