@@ -542,7 +542,7 @@ impl<'s> StateLayers<'s> {
     /// when a flush writes them: most keys a block reads from disk it also writes (a
     /// transfer's sender and recipient), so a copy in the clean cache would be stale by
     /// the flush, and the insert (S3-FIFO bookkeeping, a slab that grows) cost every
-    /// disk read about 0.3 µs: `bench pipeline`, 5 interleaved pairs, serial execute
+    /// disk read about 0.2 µs: `bench pipeline`, 5 interleaved pairs, serial execute
     /// median 38.8 → 34.8 ms for 4 blocks of 2,500 transfers; with a warm sender cache,
     /// 8 pairs, pipelined import median 214k → 254k TPS.
     fn below(&self, key: StateKey, reader: Reader) -> Result<StateValue, StateError> {
