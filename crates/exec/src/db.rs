@@ -12,6 +12,7 @@
 
 use std::{
     collections::BTreeMap,
+    ops::Range,
     sync::atomic::{AtomicU64, Ordering as AtomicOrdering},
 };
 
@@ -53,23 +54,37 @@ impl Changes {
     }
 }
 
-/// Emptied change maps kept from one block to the next: a block's map grows from empty to
-/// thousands of accounts, and each doubling rehashed it into newly faulted memory (~5% of
-/// an executing thread's time in `reserve_rehash` from `Overlay::apply`, `perf`).
+/// Emptied buffers kept from one block to the next.
+/// - Change maps: a block's map grows from empty to thousands of accounts, and each
+///   doubling rehashed it into newly faulted memory (~5% of an executing thread's time
+///   in `reserve_rehash` from `Overlay::apply`, `perf`).
+/// - A speculator's logs ([`ChunkLogs`]), which grow as long as its chunk.
 #[derive(Debug, Default)]
-pub(crate) struct SpareChanges(parking_lot::Mutex<Vec<Changes>>);
+pub(crate) struct Spare<T>(parking_lot::Mutex<Vec<T>>);
 
-impl SpareChanges {
-    /// An empty map, with room from an earlier block if one is kept.
-    pub(crate) fn take(&self) -> Changes {
+/// A buffer that can be emptied for reuse, keeping its room.
+pub(crate) trait Reusable: Default {
+    /// Empties it, keeping its room.
+    fn clear(&mut self);
+}
+
+impl<T: Reusable> Spare<T> {
+    /// An empty buffer, with room from an earlier block if one is kept.
+    pub(crate) fn take(&self) -> T {
         self.0.lock().pop().unwrap_or_default()
     }
 
-    /// Keeps `changes`' map, emptied, for a later block.
-    pub(crate) fn keep(&self, mut changes: Changes) {
-        changes.accounts.clear();
-        changes.codes.clear();
-        self.0.lock().push(changes);
+    /// Keeps `buffer`, emptied, for a later block.
+    pub(crate) fn keep(&self, mut buffer: T) {
+        buffer.clear();
+        self.0.lock().push(buffer);
+    }
+}
+
+impl Reusable for Changes {
+    fn clear(&mut self) {
+        self.accounts.clear();
+        self.codes.clear();
     }
 }
 
@@ -267,9 +282,9 @@ impl<'a> Overlay<'a> {
             .note_block_reads(self.hits.load(AtomicOrdering::Relaxed));
     }
 
-    /// Applies one transaction's writes to the diff.
-    pub(crate) fn apply(&self, writes: &[AccountWrite]) {
-        apply_writes(&mut self.diff.write(), writes);
+    /// Applies one transaction's writes, `range` of `log`, to the diff.
+    pub(crate) fn apply(&self, log: &WriteLog, range: Range<usize>) {
+        apply_writes(&mut self.diff.write(), log, range);
     }
 
     /// Takes the changes out in address order, leaving none.
@@ -403,9 +418,10 @@ impl Database for BlockDb<'_> {
     }
 }
 
-/// Applies one transaction's writes to `diff`, as Ethereum commits a transaction's state.
-fn apply_writes(diff: &mut Changes, writes: &[AccountWrite]) {
-    for AccountWrite { address, change } in writes {
+/// Applies the writes `range` of `log` (one transaction's) to `diff`, as Ethereum commits
+/// a transaction's state.
+fn apply_writes(diff: &mut Changes, log: &WriteLog, range: Range<usize>) {
+    for AccountWrite { address, change } in &log.accounts[range] {
         let account = diff.accounts.entry(*address).or_default();
         match change {
             WriteKind::Deleted => *account = AccountDiff::deleted(),
@@ -420,8 +436,10 @@ fn apply_writes(diff: &mut Changes, writes: &[AccountWrite]) {
                     account.storage.clear();
                 }
                 account.info = Some(*info);
-                account.storage.extend(storage.iter().copied());
-                if let Some((hash, bytes)) = code {
+                account
+                    .storage
+                    .extend(log.slots[storage.clone()].iter().copied());
+                if let Some((hash, bytes)) = code.as_deref() {
                     diff.codes.entry(*hash).or_insert_with(|| bytes.clone());
                 }
             }
@@ -429,19 +447,85 @@ fn apply_writes(diff: &mut Changes, writes: &[AccountWrite]) {
     }
 }
 
-/// How one transaction changed one account, in the form the block's diff takes it.
-pub(crate) struct AccountWrite {
+/// What transactions wrote, one after another, in the form the block's diff takes it;
+/// each run knows its range of [`WriteLog::accounts`]. A speculator appends its whole
+/// chunk to one log, kept from block to block. With a vector per transaction, held
+/// until the chunk was committed, a speculated transfer's run cost 3.75 µs against 3.41
+/// µs with the log (medians of 65 blocks, 2,500 transfers, 2 threads, bench-fast); a
+/// vector dropped as soon as it is applied, as the first chunk's are, cost little.
+#[derive(Debug, Default)]
+pub(crate) struct WriteLog {
+    accounts: Vec<AccountWrite>,
+    /// The slots every [`WriteKind::Updated`] wrote, each holding its range.
+    slots: Vec<(U256, U256)>,
+}
+
+impl Reusable for WriteLog {
+    fn clear(&mut self) {
+        self.accounts.clear();
+        self.slots.clear();
+    }
+}
+
+impl WriteLog {
+    /// Appends the writes of revm's post-transaction `state`, with Ethereum's commit rules:
+    /// untouched accounts are skipped, self-destructed ones go with their storage, created
+    /// ones start from empty storage, touched empty ones are deleted (EIP-161). Done where
+    /// the transaction ran, so a parallel committer only has to apply the result. Returns
+    /// where they sit in the log.
+    pub(crate) fn append(&mut self, state: EvmState) -> Range<usize> {
+        let start = self.accounts.len();
+        for (address, account) in state {
+            if !account.is_touched() {
+                continue;
+            }
+            let change = if account.is_selfdestructed() || account.is_empty() {
+                WriteKind::Deleted
+            } else {
+                let code = account
+                    .info
+                    .code
+                    .as_ref()
+                    .filter(|_| account.is_created() && account.info.code_hash != KECCAK_EMPTY)
+                    .map(|code| Box::new((account.info.code_hash, code.original_bytes())));
+                let first_slot = self.slots.len();
+                self.slots.extend(
+                    account
+                        .storage
+                        .iter()
+                        .filter(|(_, slot)| slot.is_changed())
+                        .map(|(key, slot)| (*key, slot.present_value)),
+                );
+                WriteKind::Updated {
+                    info: AccountState {
+                        nonce: account.info.nonce,
+                        balance: account.info.balance,
+                        code_hash: account.info.code_hash,
+                    },
+                    created: account.is_created(),
+                    code,
+                    storage: first_slot..self.slots.len(),
+                }
+            };
+            self.accounts.push(AccountWrite { address, change });
+        }
+        start..self.accounts.len()
+    }
+
+    /// The accounts written in `range`.
+    pub(crate) fn addresses(&self, range: Range<usize>) -> impl Iterator<Item = Address> {
+        self.accounts[range].iter().map(|write| write.address)
+    }
+}
+
+/// How one transaction changed one account.
+#[derive(Debug)]
+struct AccountWrite {
     address: Address,
     change: WriteKind,
 }
 
-impl AccountWrite {
-    /// The account written.
-    pub(crate) fn address(&self) -> Address {
-        self.address
-    }
-}
-
+#[derive(Debug)]
 enum WriteKind {
     /// Self-destructed, or touched while empty (EIP-161): gone with its storage.
     Deleted,
@@ -450,53 +534,28 @@ enum WriteKind {
         info: AccountState,
         /// Created by this transaction: storage from before it is gone.
         created: bool,
-        /// Code deployed by this transaction.
-        code: Option<(B256, Bytes)>,
-        /// Slots written, with their new values.
-        storage: Vec<(U256, U256)>,
+        /// Code deployed by this transaction (rare: boxed, to keep every write small).
+        code: Option<Box<(B256, Bytes)>>,
+        /// Where the slots written, with their new values, sit in [`WriteLog::slots`].
+        storage: Range<usize>,
     },
 }
 
-/// Turns revm's post-transaction state into writes, with Ethereum's commit rules:
-/// untouched accounts are skipped, self-destructed ones go with their storage, created
-/// ones start from empty storage, touched empty ones are deleted (EIP-161). Done where the
-/// transaction ran, so a parallel committer only has to apply the result.
-pub(crate) fn writes_of(state: EvmState) -> Vec<AccountWrite> {
-    state
-        .into_iter()
-        .filter(|(_, account)| account.is_touched())
-        .map(|(address, account)| {
-            if account.is_selfdestructed() || account.is_empty() {
-                return AccountWrite {
-                    address,
-                    change: WriteKind::Deleted,
-                };
-            }
-            let code = account
-                .info
-                .code
-                .as_ref()
-                .filter(|_| account.is_created() && account.info.code_hash != KECCAK_EMPTY)
-                .map(|code| (account.info.code_hash, code.original_bytes()));
-            let storage = account
-                .storage
-                .iter()
-                .filter(|(_, slot)| slot.is_changed())
-                .map(|(key, slot)| (*key, slot.present_value))
-                .collect();
-            let change = WriteKind::Updated {
-                info: AccountState {
-                    nonce: account.info.nonce,
-                    balance: account.info.balance,
-                    code_hash: account.info.code_hash,
-                },
-                created: account.is_created(),
-                code,
-                storage,
-            };
-            AccountWrite { address, change }
-        })
-        .collect()
+/// A speculator's logs: the values its chunk read and what it wrote. Kept from one block
+/// to the next (see [`WriteLog`]).
+#[derive(Debug, Default)]
+pub(crate) struct ChunkLogs {
+    /// Every value read, in order; each speculation knows its range.
+    pub(crate) reads: Vec<Read>,
+    /// Every write, in order.
+    pub(crate) writes: WriteLog,
+}
+
+impl Reusable for ChunkLogs {
+    fn clear(&mut self) {
+        self.reads.clear();
+        self.writes.clear();
+    }
 }
 
 /// One value a speculative run read. Code (content-addressed) and block hashes (fixed for
@@ -545,17 +604,18 @@ impl Read {
 
 /// Reads the overlay and logs what it hands out.
 pub(crate) struct RecordingDb<'a> {
-    overlay: Overlay<'a>,
+    pub(crate) overlay: Overlay<'a>,
     codes: CodeCache,
     pub(crate) reads: Vec<Read>,
 }
 
 impl<'a> RecordingDb<'a> {
-    pub(crate) fn new(overlay: Overlay<'a>) -> Self {
+    /// Reads `overlay`, logging into `reads` (empty, with room kept from an earlier block).
+    pub(crate) fn new(overlay: Overlay<'a>, reads: Vec<Read>) -> Self {
         Self {
             overlay,
             codes: CodeCache::default(),
-            reads: Vec::new(),
+            reads,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! could run in parallel. A contract reading `BALANCE(COINBASE)` mid-block therefore sees
 //! the balance without this block's fees.
 
-use std::marker::PhantomData;
+use std::{marker::PhantomData, ops::Range};
 
 use alloy_consensus::Transaction as _;
 use alloy_primitives::{Bloom, Log, logs_bloom};
@@ -31,7 +31,7 @@ use revm::{
 use stave_primitives::{B256, Header, RecoveredTx, SPEC};
 
 use crate::{
-    db::{AccountWrite, writes_of},
+    db::WriteLog,
     error::{ExecError, StateError},
 };
 
@@ -126,8 +126,8 @@ where
 pub(crate) enum TxRun {
     /// It executed (successfully or not).
     Executed {
-        /// What it wrote, to apply to the block's diff.
-        writes: Vec<AccountWrite>,
+        /// Where what it wrote, to apply to the block's diff, sits in the log it ran into.
+        writes: Range<usize>,
         /// True unless it reverted or halted.
         success: bool,
         /// Gas charged (after refunds and the EIP-7623 floor).
@@ -143,12 +143,14 @@ pub(crate) enum TxRun {
     Invalid(String),
 }
 
-/// Runs transaction `index` on `evm` without applying its state anywhere.
+/// Runs transaction `index` on `evm` without applying its state anywhere: what it wrote
+/// goes to the end of `writes`.
 pub(crate) fn run_tx<DB>(
     evm: &mut BlockEvm<DB>,
     handler: &mut DeferredRewardHandler<BlockEvm<DB>>,
     tx: &RecoveredTx,
     index: usize,
+    writes: &mut WriteLog,
 ) -> Result<TxRun, ExecError>
 where
     DB: revm::Database<Error = StateError>,
@@ -180,7 +182,7 @@ where
     let success = matches!(result, ExecutionResult::Success { .. });
     let logs = result.into_logs();
     Ok(TxRun::Executed {
-        writes: writes_of(state),
+        writes: writes.append(state),
         success,
         gas_used,
         fee: U256::from(tip) * U256::from(gas_used),

@@ -50,8 +50,8 @@ use stave_primitives::{Header, LeafHasher, RecoveredTx, SerialLeaves, StateDiff}
 
 use crate::{
     db::{
-        AccountWrite, BlockDb, Changes, Committed, Overlay, Read, RecordingDb, SortedChanges,
-        SpareChanges,
+        BlockDb, Changes, ChunkLogs, Committed, Overlay, Read, RecordingDb, Reusable,
+        SortedChanges, Spare, WriteLog,
     },
     error::ExecError,
     evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
@@ -59,54 +59,56 @@ use crate::{
     state::StateReader,
 };
 
-/// A speculative run of one transaction and where its reads sit in its chunk's read log;
-/// `None` when the run hit an error, which committing settles by executing the
-/// transaction for real.
+/// A speculative run of one transaction and where its reads sit in its chunk's read log
+/// (its writes' place is in the run); `None` when the run hit an error, which committing
+/// settles by executing the transaction for real.
 type Speculation = Option<(Range<usize>, TxRun)>;
 
-/// A chunk run ahead: one speculation per transaction, everything they read in order
-/// (one log, not one per transaction: the committer checks it from another core, and a
-/// contiguous log streams there), and the chunk's own diff, sorted.
+/// A chunk run ahead: one speculation per transaction, everything they read and wrote in
+/// order (one log each, not one per transaction: the committer checks the reads from
+/// another core, and a contiguous log streams there), and the chunk's own diff, sorted.
 struct SpeculatedChunk {
     range: Range<usize>,
     runs: Vec<Speculation>,
-    reads: Vec<Read>,
+    logs: ChunkLogs,
     diff: StateDiff,
     /// From the start of the block's execution until the chunk was sorted.
     took: Duration,
 }
 
-/// What a speculator hands back: its runs and its read log.
-type SpeculatorRuns = (Vec<Speculation>, Vec<Read>);
+/// What a speculator hands back: its runs and their logs.
+type SpeculatorRuns = (Vec<Speculation>, ChunkLogs);
 
-/// Runs transactions `range` of `txs` on top of the state `overlay` reads, each on the
-/// state the ones before it in the chunk left, logging what each read. Gives up early
-/// (the rest of the chunk unspeculated, and `gave_up` set) when samples show the chunk
-/// conflicting with what the first chunk, running for real on `committed`, has already
-/// written.
+/// Runs transactions `range` of `txs` on `evm`, each on the state the ones before it in
+/// the chunk left (the chunk's own diff over the state before the block, which `evm`'s
+/// database reads and logs), writing into `writes` (empty). Gives up early (the rest of
+/// the chunk unspeculated, and `gave_up` set) when samples show the chunk conflicting
+/// with what the first chunk, running for real on `committed`, has already written.
 fn speculate_chunk(
-    overlay: Overlay<'_>,
+    mut evm: BlockEvm<RecordingDb<'_>>,
+    mut writes: WriteLog,
     committed: Overlay<'_>,
     gave_up: &AtomicBool,
-    chain_id: u64,
-    header: &Header,
     txs: &[RecoveredTx],
     range: Range<usize>,
 ) -> Result<SpeculatorRuns, ExecError> {
-    let mut evm = block_evm(RecordingDb::new(overlay), chain_id, header);
+    let overlay = evm.ctx.db().overlay;
     let mut handler = DeferredRewardHandler::default();
     let mut samples = ConflictSamples::default();
     let mut runs = Vec::with_capacity(range.len());
     for (position, index) in range.clone().enumerate() {
         let start = evm.ctx.db().reads.len();
-        let run = run_tx(&mut evm, &mut handler, &txs[index], index);
+        let run = run_tx(&mut evm, &mut handler, &txs[index], index, &mut writes);
         let reads = start..evm.ctx.db().reads.len();
         let Ok(run) = run else {
             runs.push(None);
             continue;
         };
-        if let TxRun::Executed { writes, .. } = &run {
-            overlay.apply(writes);
+        if let TxRun::Executed {
+            writes: written, ..
+        } = &run
+        {
+            overlay.apply(&writes, written.clone());
         }
         if position < ConflictSamples::POSITIONS {
             // Never wait for the first chunk's writes: a busy lock skips the sample.
@@ -122,7 +124,8 @@ fn speculate_chunk(
         runs.push(Some((reads, run)));
     }
     runs.resize_with(range.len(), || None);
-    Ok((runs, std::mem::take(&mut evm.ctx.db_mut().reads)))
+    let reads = std::mem::take(&mut evm.ctx.db_mut().reads);
+    Ok((runs, ChunkLogs { reads, writes }))
 }
 
 /// The reads of a speculated chunk's first transactions, checked against what the first
@@ -249,7 +252,9 @@ pub struct ParallelExecutor {
     /// Runs the chunks after the first; `None` on one thread.
     pool: Option<Arc<rayon::ThreadPool>>,
     /// The change maps of earlier blocks, emptied, for the next.
-    spare: Arc<SpareChanges>,
+    spare: Arc<Spare<Changes>>,
+    /// The speculators' logs of earlier blocks, emptied, for the next.
+    logs: Arc<Spare<ChunkLogs>>,
     /// How much of a block the first chunk takes.
     share: Arc<FirstShare>,
 }
@@ -271,6 +276,7 @@ impl ParallelExecutor {
         Ok(Self {
             pool,
             spare: Arc::default(),
+            logs: Arc::default(),
             share: Arc::new(FirstShare::new(threads)),
         })
     }
@@ -316,6 +322,7 @@ impl ParallelExecutor {
         };
         let started = Instant::now();
         let spare = &*self.spare;
+        let spare_logs = &*self.logs;
         let committed = RwLock::new(spare.take());
         let hits = AtomicU64::new(0);
         let overlay = Overlay::new(base, &committed, &hits);
@@ -337,19 +344,13 @@ impl ParallelExecutor {
                 scope.spawn(move |_| {
                     let mut changes = RwLock::new(spare.take());
                     let own = Overlay::new(base, &changes, hits);
-                    let runs = speculate_chunk(
-                        own,
-                        overlay,
-                        gave_up,
-                        chain_id,
-                        header,
-                        txs,
-                        range.clone(),
-                    );
-                    *slot = Some(runs.map(|(runs, reads)| SpeculatedChunk {
+                    let ChunkLogs { reads, writes } = spare_logs.take();
+                    let evm = block_evm(RecordingDb::new(own, reads), chain_id, header);
+                    let runs = speculate_chunk(evm, writes, overlay, gave_up, txs, range.clone());
+                    *slot = Some(runs.map(|(runs, logs)| SpeculatedChunk {
                         range: range.clone(),
                         runs,
-                        reads,
+                        logs,
                         diff: changes.get_mut().take_diff(),
                         took: started.elapsed(),
                     }));
@@ -393,7 +394,11 @@ impl ParallelExecutor {
             if whole {
                 // The receipts and the diff, side by side.
                 let SpeculatedChunk {
-                    range, runs, diff, ..
+                    range,
+                    runs,
+                    logs,
+                    diff,
+                    ..
                 } = chunk;
                 let mut sorted = block
                     .take()
@@ -404,12 +409,14 @@ impl ParallelExecutor {
                     || record_whole_chunk(&mut tally, range, runs),
                 );
                 recorded?;
+                spare_logs.keep(logs);
                 block = Some(sorted);
             } else {
                 if let Some(sorted) = block.take() {
                     overlay.replace(Changes::from_diff(sorted.into_diff()));
                 }
-                commit_one_by_one(&mut evm, &mut handler, &mut tally, txs, chunk)?;
+                let logs = commit_one_by_one(&mut evm, &mut handler, &mut tally, txs, chunk)?;
+                spare_logs.keep(logs);
             }
         }
         overlay.report_hits();
@@ -485,7 +492,7 @@ fn chunk_holds(
             gas_left -= gas_used;
         }
     }
-    reads_hold(pool, &chunk.reads, committed)
+    reads_hold(pool, &chunk.logs.reads, committed)
 }
 
 /// Reads checked per task when [`reads_hold`] splits the work across threads.
@@ -537,43 +544,47 @@ fn record_whole_chunk(
 }
 
 /// Commits a chunk transaction by transaction: a speculation whose reads still hold is
-/// applied, anything else is executed again on the committed state.
+/// applied, anything else is executed again on the committed state. Hands back the
+/// chunk's logs, to keep.
 fn commit_one_by_one<'db>(
     evm: &mut BlockEvm<BlockDb<'db>>,
     handler: &mut DeferredRewardHandler<BlockEvm<BlockDb<'db>>>,
     tally: &mut Tally<'_>,
     txs: &[RecoveredTx],
     chunk: SpeculatedChunk,
-) -> Result<(), ExecError> {
+) -> Result<ChunkLogs, ExecError> {
     let SpeculatedChunk {
-        range, runs, reads, ..
+        range, runs, logs, ..
     } = chunk;
     let mut tainted = Tainted::default();
+    // The writes of transactions executed again, applied at once.
+    let mut rewrites = WriteLog::default();
     for (index, speculation) in range.zip(runs) {
         let tx = &txs[index];
         if !tally.fits(index, tx)? {
-            tainted.add(&speculation);
+            tainted.add(&speculation, &logs.writes);
             continue;
         }
         let overlay = evm.ctx.db_mut().overlay;
         let holds = match &speculation {
             Some((logged, _)) => {
-                let logged = &reads[logged.clone()];
+                let logged = &logs.reads[logged.clone()];
                 !tainted.read_by(logged)
                     && overlay.with_changes(|changes| all_hold(logged, changes))
             }
             None => false,
         };
-        let run = match speculation {
-            Some((_, run)) if holds => run,
+        match speculation {
+            Some((_, run)) if holds => tally.commit(index, run, &logs.writes, evm.ctx.db_mut())?,
             speculation => {
-                tainted.add(&speculation);
-                run_tx(evm, handler, tx, index)?
+                tainted.add(&speculation, &logs.writes);
+                rewrites.clear();
+                let run = run_tx(evm, handler, tx, index, &mut rewrites)?;
+                tally.commit(index, run, &rewrites, evm.ctx.db_mut())?;
             }
-        };
-        tally.commit(index, run, evm.ctx.db_mut())?;
+        }
     }
-    Ok(())
+    Ok(logs)
 }
 
 /// Accounts a speculator's chunk holds values of that were never committed: written by
@@ -585,10 +596,10 @@ fn commit_one_by_one<'db>(
 struct Tainted(HashSet<Address>);
 
 impl Tainted {
-    /// Taints every account `speculation` wrote into its chunk.
-    fn add(&mut self, speculation: &Speculation) {
+    /// Taints every account `speculation` wrote into its chunk (its writes sit in `log`).
+    fn add(&mut self, speculation: &Speculation, log: &WriteLog) {
         if let Some((_, TxRun::Executed { writes, .. })) = speculation {
-            self.0.extend(writes.iter().map(AccountWrite::address));
+            self.0.extend(log.addresses(writes.clone()));
         }
     }
 

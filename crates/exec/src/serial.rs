@@ -13,7 +13,7 @@ use revm::context_interface::ContextTr;
 use stave_primitives::{Header, Receipt, RecoveredTx, StateDiff};
 
 use crate::{
-    db::{AccountWrite, BlockDb, Changes, Overlay, credit},
+    db::{BlockDb, Changes, Overlay, Reusable, WriteLog, credit},
     error::ExecError,
     evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
     state::StateReader,
@@ -109,13 +109,14 @@ impl<'h> Tally<'h> {
         self.header.gas_limit - self.outcome.gas_used
     }
 
-    /// Records the run of transaction `index` and hands back its writes, which the caller
-    /// applies to the block's state (none when the transaction is left out).
+    /// Records the run of transaction `index` and hands back where its writes sit in their
+    /// log, for the caller to apply to the block's state (none when the transaction is
+    /// left out).
     pub(crate) fn record(
         &mut self,
         index: usize,
         run: TxRun,
-    ) -> Result<Option<Vec<AccountWrite>>, ExecError> {
+    ) -> Result<Option<Range<usize>>, ExecError> {
         match run {
             TxRun::Invalid(reason) => self.refuse(index, reason).map(|()| None),
             TxRun::Executed {
@@ -144,15 +145,17 @@ impl<'h> Tally<'h> {
         }
     }
 
-    /// Records the run of transaction `index` and applies its writes to `db`.
+    /// Records the run of transaction `index`, whose writes sit in `log`, and applies them
+    /// to `db`.
     pub(crate) fn commit(
         &mut self,
         index: usize,
         run: TxRun,
+        log: &WriteLog,
         db: &mut BlockDb<'_>,
     ) -> Result<(), ExecError> {
         if let Some(writes) = self.record(index, run)? {
-            db.overlay.apply(&writes);
+            db.overlay.apply(log, writes);
         }
         Ok(())
     }
@@ -166,11 +169,14 @@ impl<'h> Tally<'h> {
         txs: &[RecoveredTx],
         range: Range<usize>,
     ) -> Result<(), ExecError> {
+        // Each transaction's writes are applied at once: one log, emptied every time.
+        let mut writes = WriteLog::default();
         for index in range {
             let tx = &txs[index];
             if self.fits(index, tx)? {
-                let run = run_tx(evm, handler, tx, index)?;
-                self.commit(index, run, evm.ctx.db_mut())?;
+                writes.clear();
+                let run = run_tx(evm, handler, tx, index, &mut writes)?;
+                self.commit(index, run, &writes, evm.ctx.db_mut())?;
             }
         }
         Ok(())
