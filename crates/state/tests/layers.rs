@@ -165,8 +165,9 @@ fn a_layer_must_follow_the_head() {
 }
 
 /// Pushes block 1, changing account 1, onto `layers` and reads through the head's
-/// snapshot once from a diff layer (account 1), then from disk and from the origin pool
-/// (account 2); returns the snapshot.
+/// snapshot once from a diff layer (account 1), then from disk and, once the next layer
+/// was prepared (and discarded: no block is pushed), from the origin pool (account 2);
+/// returns the snapshot.
 fn read_from_diff_disk_and_origin<'l, 's>(layers: &'l StateLayers<'s>) -> Snapshot<'l, 's> {
     let mut diff = StateDiff::default();
     diff.accounts
@@ -176,9 +177,59 @@ fn read_from_diff_disk_and_origin<'l, 's>(layers: &'l StateLayers<'s>) -> Snapsh
         .expect("pushes");
     let snapshot = layers.latest();
     snapshot.account(Address::with_last_byte(1)).expect("reads"); // L2
-    snapshot.account(Address::with_last_byte(2)).expect("reads"); // disk
-    snapshot.account(Address::with_last_byte(2)).expect("reads"); // L1.5
+    snapshot.account(Address::repeat_byte(2)).expect("reads"); // disk
+    let next = StateDiff::default();
+    let prepared = layers
+        .prepare(2, &next, TxPositions::default())
+        .expect("prepares");
+    layers.discard(prepared, &next);
+    snapshot.account(Address::repeat_byte(2)).expect("reads"); // L1.5
     snapshot
+}
+
+/// The layers' reads so far as (disk, origin pool).
+fn disk_and_origin_reads(layers: &StateLayers<'_>) -> (u64, u64) {
+    let reads = layers.take_reads();
+    (reads.disk, reads.origin)
+}
+
+#[test]
+fn execution_reads_from_disk_reach_the_origin_pool_when_the_next_layer_is_prepared() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+    let layers = StateLayers::new(&store, 0, 64);
+    // Keys that share no bloom bits (an address's filter bits come from its first bytes).
+    let (kept, written) = (Address::repeat_byte(2), Address::repeat_byte(3));
+    let before = layers.latest();
+    for address in [kept, written, kept] {
+        before.account(address).expect("reads");
+    }
+    assert_eq!(disk_and_origin_reads(&layers), (3, 0), "not kept mid-block");
+    // Block 1 writes one of them: its layer hides the key, so its value from before is
+    // not kept; a snapshot below the layer reads it from disk again.
+    let mut diff = StateDiff::default();
+    diff.accounts.insert(written, AccountDiff::default());
+    layers
+        .push(1, B256::ZERO, diff, TxPositions::default())
+        .expect("pushes");
+    before.account(kept).expect("reads");
+    before.account(written).expect("reads");
+    assert_eq!(disk_and_origin_reads(&layers), (1, 1));
+    // A value read before a flush is dropped: the flush may have written its key.
+    let other = Address::repeat_byte(4);
+    layers.latest().account(other).expect("reads");
+    layers.flush_all(false).expect("flushes");
+    layers
+        .push(2, B256::ZERO, StateDiff::default(), TxPositions::default())
+        .expect("pushes");
+    layers.latest().account(other).expect("reads");
+    assert_eq!(disk_and_origin_reads(&layers), (2, 0));
+    // Read again after the flush, it is kept.
+    layers
+        .push(3, B256::ZERO, StateDiff::default(), TxPositions::default())
+        .expect("pushes");
+    layers.latest().account(other).expect("reads");
+    assert_eq!(disk_and_origin_reads(&layers), (0, 1));
 }
 
 #[test]
@@ -192,7 +243,7 @@ fn reads_are_counted_per_layer() {
     // A value read from disk is kept by the origin pool alone: once the pool is
     // emptied, it comes from disk again.
     layers.clear_origin();
-    snapshot.account(Address::with_last_byte(2)).expect("reads"); // disk
+    snapshot.account(Address::repeat_byte(2)).expect("reads"); // disk
     // The clean cache gets what a flush writes.
     layers.flush_all(false).expect("flushes");
     layers
