@@ -41,4 +41,11 @@ impl KeyBloom {
     pub(crate) fn may_contain(&self, key: &StateKey) -> bool {
         Self::positions(key).all(|bit| self.words[bit / 64] & (1 << (bit % 64)) != 0)
     }
+
+    /// False when no layer under the filter can hold `key`: neither the key itself nor,
+    /// for a slot, its account's storage wiped was inserted.
+    pub(crate) fn may_hold(&self, key: &StateKey) -> bool {
+        self.may_contain(key)
+            || matches!(key, StateKey::Storage(owner, _) if self.may_contain(&StateKey::Wiped(*owner)))
+    }
 }

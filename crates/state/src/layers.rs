@@ -373,7 +373,7 @@ impl<'s> StateLayers<'s> {
                 continue;
             }
             for (key, value) in cold.values.drain(..) {
-                if covers(bloom, &key) {
+                if bloom.may_hold(&key) {
                     continue;
                 }
                 // A prefetcher may have loaded it since: execution used its value too.
@@ -623,8 +623,6 @@ impl<'s> StateLayers<'s> {
                 None => self.read_disk(&key).map_err(state_error),
             };
         }
-        // Read before the value: a flush after this point makes the value one to drop.
-        let flushed = self.flushed();
         if let Some(entry) = self.origin_shard(&key).read().get(&key) {
             // Only the first use writes: a store on every read dirtied the entry's line.
             if reader == Reader::Execution && !entry.used.load(Ordering::Relaxed) {
@@ -633,6 +631,8 @@ impl<'s> StateLayers<'s> {
             self.count(reader, |c| &c.origin);
             return Ok(entry.value.clone());
         }
+        // Read before the value: a flush after this point makes the value one to drop.
+        let flushed = self.flushed();
         let value = match self.clean.get(&key) {
             Some(value) => {
                 self.count(reader, |c| &c.clean);
@@ -747,7 +747,10 @@ impl Snapshot<'_, '_> {
             self.layers.count(self.reader, |c| &c.diff);
             return Ok(value);
         }
-        if self.bloom.as_ref().is_some_and(|bloom| covers(bloom, &key))
+        if self
+            .bloom
+            .as_ref()
+            .is_some_and(|bloom| bloom.may_hold(&key))
             && let Some(value) = self.in_stack(&key)
         {
             self.layers.count(self.reader, |c| &c.diff);
@@ -755,13 +758,6 @@ impl Snapshot<'_, '_> {
         }
         self.layers.below(key, self.reader)
     }
-}
-
-/// Whether a layer under `bloom` may hold `key`: the key itself, or for a slot, its
-/// account's storage wiped.
-fn covers(bloom: &KeyBloom, key: &StateKey) -> bool {
-    bloom.may_contain(key)
-        || matches!(key, StateKey::Storage(owner, _) if bloom.may_contain(&StateKey::Wiped(*owner)))
 }
 
 fn mismatch() -> StateError {
