@@ -218,8 +218,8 @@ fn storage_key(address: Address, slot: U256) -> [u8; 52] {
 fn encode_all<T: Sync>(
     items: &[T],
     parallel: bool,
-    encode: impl Fn(&T, &mut WriteBatch) + Sync,
-) -> WriteBatch {
+    encode: impl Fn(&T, &mut WriteBatch<'static>) + Sync,
+) -> WriteBatch<'static> {
     let chunk = |chunk: &[T]| {
         let mut batch = WriteBatch::with_capacity(chunk.len() * 2, chunk.len() * BYTES_PER_ITEM);
         chunk.iter().for_each(|item| encode(item, &mut batch));
@@ -228,13 +228,13 @@ fn encode_all<T: Sync>(
     if !parallel {
         return chunk(items);
     }
-    let parts: Vec<WriteBatch> = items.par_chunks(ITEMS_PER_TASK).map(chunk).collect();
+    let parts: Vec<WriteBatch<'static>> = items.par_chunks(ITEMS_PER_TASK).map(chunk).collect();
     let mut batch = WriteBatch::new();
     parts.into_iter().for_each(|part| batch.append(part));
     batch
 }
 
-fn account_ops((address, change): &(&Address, &AccountDiff), batch: &mut WriteBatch) {
+fn account_ops((address, change): &(&Address, &AccountDiff), batch: &mut WriteBatch<'static>) {
     if change.storage_cleared {
         batch.delete_prefix(Table::Storage, address);
     }
@@ -262,7 +262,7 @@ fn account_ops((address, change): &(&Address, &AccountDiff), batch: &mut WriteBa
 
 /// The writes that apply `diff` to the stored state (accounts, storage, code), encoded on
 /// all cores when `parallel`.
-pub fn state_ops(diff: &StateDiff, parallel: bool) -> WriteBatch {
+pub fn state_ops(diff: &StateDiff, parallel: bool) -> WriteBatch<'static> {
     let accounts: Vec<(&Address, &AccountDiff)> = diff.accounts.iter().collect();
     let mut batch = encode_all(&accounts, parallel, account_ops);
     for (code_hash, code) in &diff.codes {
@@ -303,7 +303,7 @@ impl TxPositions {
 /// The `TxIndex` writes for the transactions of `blocks` (number, positions), in key order
 /// across all of them: LMDB then inserts into neighbouring pages instead of jumping across
 /// the tree for each random hash.
-fn tx_index_ops(blocks: &[(u64, &TxPositions)], parallel: bool) -> WriteBatch {
+fn tx_index_ops(blocks: &[(u64, &TxPositions)], parallel: bool) -> WriteBatch<'static> {
     let mut entries: Vec<(B256, u64, u32)> = blocks
         .iter()
         .flat_map(|(number, positions)| {
@@ -365,7 +365,7 @@ fn both<A: Send, B: Send>(
 /// (the serial path is the baseline `stave bench` compares against): the block's data,
 /// its receipts, its state and (for an applied state) its transaction index are four
 /// tasks, and the state and the index split further.
-pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBatch {
+pub fn encode_block_batch<'a>(input: &BlockToCommit<'a>, parallel: bool) -> WriteBatch<'a> {
     let block = input.block;
     let number = block.number().to_be_bytes();
     let hash = block.hash();
@@ -373,7 +373,7 @@ pub fn encode_block_batch(input: &BlockToCommit<'_>, parallel: bool) -> WriteBat
         let mut batch = WriteBatch::new();
         batch.put(Table::Headers, number, alloy_rlp::encode(block.header()));
         batch.put(Table::BlockNumbers, hash, number);
-        batch.put(Table::Bodies, number, input.body);
+        batch.put_borrowed(Table::Bodies, number, input.body);
         batch.put(Table::Blooms, number, block_bloom(input.receipts));
         batch.put(Table::Senders, number, input.senders.concat());
         batch

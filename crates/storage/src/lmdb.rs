@@ -172,7 +172,7 @@ impl KvStore for LmdbStore {
         Ok(value)
     }
 
-    fn write(&self, batch: WriteBatch) -> Result<(), StorageError> {
+    fn write(&self, batch: WriteBatch<'_>) -> Result<(), StorageError> {
         let mut wtxn = self.env.write_txn().map_err(|e| self.error(e))?;
         for op in batch.ops() {
             // Dropping `wtxn` on an error path aborts the whole batch.
