@@ -375,12 +375,12 @@ pub fn encode_block_batch<'a>(input: &BlockToCommit<'a>, parallel: bool) -> Writ
         batch.put(Table::BlockNumbers, hash, number);
         batch.put_borrowed(Table::Bodies, number, input.body);
         batch.put(Table::Blooms, number, block_bloom(input.receipts));
-        batch.put(Table::Senders, number, input.senders.concat());
+        batch.put_owned(Table::Senders, number, input.senders.concat());
         batch
     };
     let receipts = || {
         let mut batch = WriteBatch::new();
-        batch.put(
+        batch.put_owned(
             Table::Receipts,
             number,
             encode_stored_receipts(input.receipts),
@@ -391,7 +391,7 @@ pub fn encode_block_batch<'a>(input: &BlockToCommit<'a>, parallel: bool) -> Writ
         BlockState::Applied(diff) => state_ops(diff, parallel),
         BlockState::Journaled(diff) => {
             let mut batch = WriteBatch::new();
-            batch.put(Table::StateDiffs, number, encode_stored_diff(diff));
+            batch.put_owned(Table::StateDiffs, number, encode_stored_diff(diff));
             batch
         }
     };

@@ -95,8 +95,8 @@ enum Kind {
 }
 
 /// One write in a [`Segment`]: its key follows the previous write's bytes, then its
-/// value (empty unless a put), unless the batch borrows the value.
-#[derive(Debug, Clone, Copy)]
+/// value (empty unless a put), unless the value is a buffer of its own.
+#[derive(Debug, Clone)]
 struct Entry<'a> {
     kind: Kind,
     table: Table,
@@ -104,13 +104,15 @@ struct Entry<'a> {
     value: Value<'a>,
 }
 
-/// Where an [`Entry`]'s value is.
-#[derive(Debug, Clone, Copy)]
+/// Where an [`Entry`]'s value is: a large value is not copied into the segment.
+#[derive(Debug, Clone)]
 enum Value<'a> {
     /// This many bytes after the key, in the segment.
     Inline(u32),
-    /// Borrowed from the caller: a large value (a block's body) is not copied.
+    /// Borrowed from the caller (a block's body).
     Borrowed(&'a [u8]),
+    /// Encoded by the caller and handed over (a block's receipts, its state journal).
+    Owned(Vec<u8>),
 }
 
 /// Writes encoded back to back into one buffer: two allocations for any number of
@@ -147,14 +149,14 @@ impl<'a> WriteBatch<'a> {
         }
     }
 
-    /// Appends `key`'s parts, then the value: `value`'s parts, or `borrowed`.
+    /// Appends `key`'s parts, then the value: `value`'s parts, or `whole` as it is.
     fn push(
         &mut self,
         kind: Kind,
         table: Table,
         key: &[&[u8]],
         value: &[&[u8]],
-        borrowed: Option<&'a [u8]>,
+        whole: Option<Value<'a>>,
     ) {
         if self.segments.is_empty() {
             self.segments.push(Segment::default());
@@ -171,10 +173,7 @@ impl<'a> WriteBatch<'a> {
             u32::try_from(segment.bytes.len() - start).expect("a key or value under 4 GiB")
         };
         let key_len = write(key);
-        let value = match borrowed {
-            Some(value) => Value::Borrowed(value),
-            None => Value::Inline(write(value)),
-        };
+        let value = whole.unwrap_or_else(|| Value::Inline(write(value)));
         segment.entries.push(Entry {
             kind,
             table,
@@ -198,6 +197,14 @@ impl<'a> WriteBatch<'a> {
     /// until it is written. For large values the caller holds anyway, such as a block's
     /// body as received (~575 KB for 2,500 transfers).
     pub fn put_borrowed(&mut self, table: Table, key: impl AsRef<[u8]>, value: &'a [u8]) {
+        let value = Value::Borrowed(value);
+        self.push(Kind::Put, table, &[key.as_ref()], &[], Some(value));
+    }
+
+    /// Sets `key` to `value` in `table`, keeping `value`'s buffer instead of copying it:
+    /// for a large value encoded only to be written.
+    pub fn put_owned(&mut self, table: Table, key: impl AsRef<[u8]>, value: Vec<u8>) {
+        let value = Value::Owned(value);
         self.push(Kind::Put, table, &[key.as_ref()], &[], Some(value));
     }
 
@@ -228,15 +235,19 @@ impl<'a> WriteBatch<'a> {
             let mut rest = segment.bytes.as_slice();
             segment.entries.iter().map(move |entry| {
                 let (key, after_key) = rest.split_at(entry.key_len as usize);
-                let value = match entry.value {
+                let value = match &entry.value {
                     Value::Inline(len) => {
-                        let (value, after_value) = after_key.split_at(len as usize);
+                        let (value, after_value) = after_key.split_at(*len as usize);
                         rest = after_value;
                         value
                     }
                     Value::Borrowed(value) => {
                         rest = after_key;
                         value
+                    }
+                    Value::Owned(value) => {
+                        rest = after_key;
+                        value.as_slice()
                     }
                 };
                 match entry.kind {
@@ -305,8 +316,7 @@ mod tests {
         let mut last = WriteBatch::new();
         last.delete(Table::Accounts, b"ab");
         joined.append(last);
-        let code = b"code".to_vec();
-        joined.put_borrowed(Table::Code, b"c", &code);
+        joined.put_owned(Table::Code, b"c", b"code".to_vec());
 
         assert_eq!(joined, whole);
         assert_eq!(joined.len(), 5);
@@ -328,15 +338,19 @@ mod tests {
         swapped.put(Table::Code, b"c", b"code");
         assert_ne!(swapped, whole, "the same kinds of writes in another order");
         assert!(WriteBatch::with_capacity(4, 64).is_empty());
-        // A borrowed value is written after the writes before it, as a copied one.
-        let mut borrowing = WriteBatch::new();
-        borrowing.put_borrowed(Table::Bodies, b"1", b"body");
-        borrowing.put(Table::Meta, b"head", b"1");
+        // Borrowed and handed-over values are written in order, as copied ones.
+        let mut whole_values = WriteBatch::new();
+        whole_values.put_borrowed(Table::Bodies, b"1", b"body");
+        whole_values.put(Table::Meta, b"head", b"1");
+        whole_values.put_owned(Table::Receipts, b"1", b"receipts".to_vec());
+        whole_values.delete(Table::Accounts, b"ab");
         assert_eq!(
-            borrowing.ops().collect::<Vec<_>>(),
+            whole_values.ops().collect::<Vec<_>>(),
             [
                 Op::Put(Table::Bodies, b"1", b"body"),
                 Op::Put(Table::Meta, b"head", b"1"),
+                Op::Put(Table::Receipts, b"1", b"receipts"),
+                Op::Delete(Table::Accounts, b"ab"),
             ]
         );
     }
