@@ -151,6 +151,30 @@ fn hash_level(nodes: &[B256]) -> Vec<B256> {
     }
 }
 
+/// Runs the parts one after another on the calling thread, as if it had `threads`
+/// threads, and records how many parts it was given: the tests' hasher.
+#[cfg(test)]
+pub(crate) struct PartsSeen {
+    pub(crate) threads: usize,
+    pub(crate) seen: std::sync::Mutex<Vec<usize>>,
+}
+
+#[cfg(test)]
+impl LeafHasher for PartsSeen {
+    fn parts(&self) -> usize {
+        self.threads
+    }
+
+    fn hash_parts(
+        &self,
+        parts: usize,
+        hash_part: &(dyn Fn(usize) -> Vec<B256> + Sync),
+    ) -> Vec<Vec<B256>> {
+        self.seen.lock().expect("not poisoned").push(parts);
+        SerialLeaves.hash_parts(parts, hash_part)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,28 +255,6 @@ mod tests {
             chunked_root::<Vec<u8>>(&[], encode_bytes, &SerialLeaves),
             merkle_root(&[])
         );
-    }
-
-    /// Runs the parts one after another on the calling thread, as if it had `threads`
-    /// threads, and records how many parts it was given.
-    struct PartsSeen {
-        threads: usize,
-        seen: std::sync::Mutex<Vec<usize>>,
-    }
-
-    impl LeafHasher for PartsSeen {
-        fn parts(&self) -> usize {
-            self.threads
-        }
-
-        fn hash_parts(
-            &self,
-            parts: usize,
-            hash_part: &(dyn Fn(usize) -> Vec<B256> + Sync),
-        ) -> Vec<Vec<B256>> {
-            self.seen.lock().expect("not poisoned").push(parts);
-            SerialLeaves.hash_parts(parts, hash_part)
-        }
     }
 
     #[test]

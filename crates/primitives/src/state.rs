@@ -275,15 +275,22 @@ impl StateDiff {
     }
 }
 
-/// One entry of a block's changes, as the state root hashes it.
-enum Change<'d> {
+/// One unit of a block's changes, as the state root hashes it: an account's new fields
+/// (or deletion), one of the slots it wrote, or a deployed code's hash. A leaf of the root
+/// holds [`ITEMS_PER_LEAF`](crate::merkle::ITEMS_PER_LEAF) units, so an account that wrote
+/// thousands of slots (a token contract, in a block of token transfers) spans many leaves,
+/// hashed on all threads, instead of being one leaf of ~320 KB hashed on one.
+enum Unit<'d> {
     Account(&'d Address, &'d AccountDiff),
+    Slot(&'d U256, &'d U256),
     Code(&'d B256),
 }
 
-impl Change<'_> {
-    /// Appends the entry's prefix-free encoding: a kind byte, then fixed-width fields, and
-    /// for an account the count of its slots before them.
+impl Unit<'_> {
+    /// Appends the unit's encoding: a kind byte, then fixed-width fields (for an account,
+    /// the count of the slot units that follow it last). Each unit is tagged and fixed in
+    /// width for its kind, so a leaf's bytes determine its units, and the whole sequence
+    /// determines the diff.
     fn encode(&self, out: &mut Vec<u8>) {
         match *self {
             Self::Account(address, change) => {
@@ -300,10 +307,11 @@ impl Change<'_> {
                 }
                 out.push(u8::from(change.storage_cleared));
                 out.extend_from_slice(&(change.storage.len() as u64).to_be_bytes());
-                for (slot, value) in &change.storage {
-                    out.extend_from_slice(&slot.to_be_bytes::<32>());
-                    out.extend_from_slice(&value.to_be_bytes::<32>());
-                }
+            }
+            Self::Slot(slot, value) => {
+                out.push(b's');
+                out.extend_from_slice(&slot.to_be_bytes::<32>());
+                out.extend_from_slice(&value.to_be_bytes::<32>());
             }
             Self::Code(hash) => {
                 out.push(b'c');
@@ -314,9 +322,10 @@ impl Change<'_> {
 }
 
 /// The header's `state_root` after a block: `keccak256(parent_root ‖ diff_root)`, where
-/// `diff_root` is the [`chunked_root`] over the changed accounts in address order (each
-/// with its new fields or deletion, storage-cleared flag, and written slots in slot order)
-/// and then the hashes of deployed code, its leaves hashed by `hasher`.
+/// `diff_root` is the [`chunked_root`] over the block's changes as units: each changed
+/// account in address order (its new fields or deletion, storage-cleared flag and count
+/// of written slots) followed by its written slots in slot order, then the hashes of
+/// deployed code; its leaves are hashed by `hasher`.
 ///
 /// What it proves: two nodes with the same genesis and the same root applied the same
 /// sequence of state changes, so their states are equal; a node that executed a block
@@ -324,22 +333,32 @@ impl Change<'_> {
 /// not a trie over the state, so there are no proofs of single accounts (no
 /// `eth_getProof`) and verifying it needs every diff since genesis.
 pub fn state_root(parent_root: B256, diff: &StateDiff, hasher: &dyn LeafHasher) -> B256 {
-    let changes: Vec<Change<'_>> = diff
+    let slots: usize = diff
         .accounts
         .iter()
-        .map(|(address, change)| Change::Account(address, change))
-        .chain(diff.codes.keys().map(Change::Code))
-        .collect();
+        .map(|(_, change)| change.storage.len())
+        .sum();
+    let mut units = Vec::with_capacity(diff.accounts.len() + slots + diff.codes.len());
+    for (address, change) in &diff.accounts {
+        units.push(Unit::Account(address, change));
+        units.extend(
+            change
+                .storage
+                .iter()
+                .map(|(slot, value)| Unit::Slot(slot, value)),
+        );
+    }
+    units.extend(diff.codes.keys().map(Unit::Code));
     let mut preimage = [0u8; 64];
     preimage[..32].copy_from_slice(parent_root.as_slice());
-    preimage[32..].copy_from_slice(chunked_root(&changes, Change::encode, hasher).as_slice());
+    preimage[32..].copy_from_slice(chunked_root(&units, Unit::encode, hasher).as_slice());
     keccak256(preimage)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SerialLeaves;
+    use crate::{SerialLeaves, merkle::PartsSeen};
 
     fn diff(balance: u64) -> StateDiff {
         let mut diff = StateDiff::default();
@@ -518,5 +537,31 @@ mod tests {
             .codes
             .insert(B256::repeat_byte(7), Bytes::from_static(&[0x00]));
         assert_ne!(root, state_root(B256::ZERO, &deployed, &SerialLeaves));
+        // A slot belongs to the account it follows.
+        let two = |first: &[(u64, u64)], second: &[(u64, u64)]| {
+            accounts(&[
+                (1, account(1, first, false)),
+                (2, account(2, second, false)),
+            ])
+        };
+        assert_ne!(
+            state_root(B256::ZERO, &two(&[(1, 1)], &[]), &SerialLeaves),
+            state_root(B256::ZERO, &two(&[], &[(1, 1)]), &SerialLeaves)
+        );
+    }
+
+    #[test]
+    fn one_account_s_many_slots_are_hashed_in_parts_to_the_same_root() {
+        // A token contract that wrote 5,000 balances: one account, 5,001 units.
+        let slots: Vec<(u64, u64)> = (0..5_000).map(|i| (i * 7 + 1, i + 1)).collect();
+        let diff = accounts(&[(1, account(1, &slots, false))]);
+        let hasher = PartsSeen {
+            threads: 2,
+            seen: Default::default(),
+        };
+        let root = state_root(B256::ZERO, &diff, &hasher);
+        assert_eq!(root, state_root(B256::ZERO, &diff, &SerialLeaves));
+        // 157 leaves: one part per thread (as one item, the account was one leaf).
+        assert_eq!(*hasher.seen.lock().expect("not poisoned"), [2]);
     }
 }
