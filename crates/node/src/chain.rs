@@ -390,6 +390,22 @@ impl<'s> Chain<'s> {
         parallelism: Parallelism,
         cache: Option<Arc<SenderCache>>,
     ) -> Result<Self, ImportError> {
+        let executor = ParallelExecutor::new(threads).map_err(ImportError::Threads)?;
+        Self::open_on(store, spec, executor, parallelism, cache)
+    }
+
+    /// [`Chain::open_with`] on an executor made before (a clone shares its threads, its
+    /// kept buffers and what it learned of earlier blocks), so chains opened one after
+    /// another execute on warm threads, as one node's blocks do; stages run on the
+    /// executor's count of threads.
+    pub fn open_on(
+        store: &'s dyn KvStore,
+        spec: &ChainSpec,
+        executor: ParallelExecutor,
+        parallelism: Parallelism,
+        cache: Option<Arc<SenderCache>>,
+    ) -> Result<Self, ImportError> {
+        let threads = executor.threads();
         let (block, diff) = genesis(spec);
         let body = encode_transactions(&[])?;
         let input = BlockToCommit {
@@ -413,7 +429,7 @@ impl<'s> Chain<'s> {
                 cache.clone(),
             )),
             cache,
-            executor: ParallelExecutor::new(threads).map_err(ImportError::Threads)?,
+            executor,
             layers: Arc::new(StateLayers::new(
                 store,
                 flushed,
