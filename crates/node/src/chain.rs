@@ -32,8 +32,8 @@ use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, Prefetcher, SpeculativeLayer, Sta
 use stave_storage::{
     KvStore, StorageError, Table,
     commit::{
-        BlockState, BlockToCommit, Committed, TxPositions, commit_block, flushed_height, head,
-        header, senders, stored_diff,
+        BlockState, BlockToCommit, Committed, DATA_FORMAT, TxPositions, commit_block, data_format,
+        flushed_height, head, header, senders, stored_diff,
     },
 };
 use stave_verify::{SenderCache, Verifier, VerifyError, verify_serial};
@@ -405,6 +405,14 @@ impl<'s> Chain<'s> {
         parallelism: Parallelism,
         cache: Option<Arc<SenderCache>>,
     ) -> Result<Self, ImportError> {
+        if let Some(found) = data_format(store)?
+            && found != DATA_FORMAT
+        {
+            return Err(ImportError::DataFormat {
+                found,
+                expected: DATA_FORMAT,
+            });
+        }
         let threads = executor.threads();
         let (block, diff) = genesis(spec);
         let body = encode_transactions(&[])?;

@@ -64,6 +64,16 @@ pub enum ImportError {
         /// The latest timestamp accepted.
         latest: u64,
     },
+    /// The data dir was created by a build that stores chains in another data format.
+    #[error(
+        "the data dir is in data format {found}, this build reads format {expected}: its blocks' state roots were computed another way; start a new data dir, or run the build that created it"
+    )]
+    DataFormat {
+        /// The data dir's format.
+        found: u32,
+        /// The format this build reads.
+        expected: u32,
+    },
     /// The data dir has no genesis block: initialise it first.
     #[error("the data dir holds no chain: initialise it with a genesis")]
     NoGenesis,

@@ -14,7 +14,7 @@ use stave_sdk::{
 };
 use stave_storage::{
     KvStore, LmdbStore, Table, WriteBatch,
-    commit::{head, senders},
+    commit::{DATA_FORMAT, data_format, head, senders},
 };
 
 const CHAIN_ID: u64 = 1337;
@@ -395,4 +395,23 @@ fn agreed_senders_skip_recovery_and_wrong_ones_give_way_to_the_signatures() {
         assert_eq!(head(&store).expect("reads"), head(&store_a).expect("reads"));
         assert_eq!(stored(&store), truth);
     }
+}
+
+#[test]
+fn a_data_dir_of_another_data_format_is_refused_with_both_formats_named() {
+    let (spec, _dir, stored, _) = produced();
+    assert_eq!(data_format(&stored).expect("reads"), Some(DATA_FORMAT));
+    // A data dir created before formats were recorded: format 1.
+    let mut batch = WriteBatch::new();
+    batch.delete(Table::Meta, b"format");
+    stored.write(batch).expect("writes");
+    let refused = Chain::open_with(&stored, &spec, 2, Parallelism::Parallel, None).err();
+    match refused {
+        Some(ImportError::DataFormat { found, expected }) => {
+            assert_eq!((found, expected), (1, DATA_FORMAT));
+        }
+        other => panic!("expected a data format error, got {other:?}"),
+    }
+    let (_empty_dir, empty) = store();
+    assert_eq!(data_format(&empty).expect("reads"), None);
 }

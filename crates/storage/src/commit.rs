@@ -17,7 +17,8 @@
 //! - `Accounts`: address → nonce (u64) ‖ balance (32) ‖ code hash (32);
 //! - `Storage`: address ‖ slot (32) → value (32), absent when zero;
 //! - `Code`: code hash → code; `Meta`: `head` → number ‖ hash, `flushed` → the number of
-//!   the block the stored state is at (≤ head: the state layers hold the rest in memory);
+//!   the block the stored state is at (≤ head: the state layers hold the rest in memory),
+//!   `format` → the [`DATA_FORMAT`] (u32) the data dir was created in, written with block 0;
 //! - `StateDiffs`: number → the state changes of a block after the flushed height
 //!   ([`encode_stored_diff`]), deleted when its state is flushed.
 
@@ -38,6 +39,27 @@ use crate::{
 const HEAD_KEY: &[u8] = b"head";
 /// Key in `Meta` of the height the stored state is at (`Accounts`, `Storage`, `Code`).
 const FLUSHED_KEY: &[u8] = b"flushed";
+
+/// Key in `Meta` of the data format the data dir was created in.
+const FORMAT_KEY: &[u8] = b"format";
+
+/// The data format this build writes and reads. 2: the header's state root hashes a
+/// block's changes in leaves of units (an account, one slot it wrote, a code hash) rather
+/// than of whole accounts, so stored blocks of format 1 whose changes wrote storage no
+/// longer verify. Data dirs created before formats were recorded are format 1.
+pub const DATA_FORMAT: u32 = 2;
+
+/// The data format `store` was created in: `None` for an empty store, 1 for a chain
+/// stored before formats were recorded.
+pub fn data_format(store: &dyn KvStore) -> Result<Option<u32>, StorageError> {
+    if head(store)?.is_none() {
+        return Ok(None);
+    }
+    let format = read(store, Table::Meta, FORMAT_KEY, |bytes| {
+        Some(u32::from_be_bytes(bytes.try_into().ok()?))
+    })?;
+    Ok(Some(format.unwrap_or(1)))
+}
 
 /// Items per rayon task when encoding: ~64 entries of ~1 µs each, so tasks outweigh
 /// scheduling without starving either core of a 2,500-tx block.
@@ -414,6 +436,9 @@ pub fn encode_block_batch<'a>(input: &BlockToCommit<'a>, parallel: bool) -> Writ
     batch.append(state);
     batch.append(index);
     batch.put_parts(Table::Meta, &[HEAD_KEY], &[&number, hash.as_slice()]);
+    if block.number() == 0 {
+        batch.put(Table::Meta, FORMAT_KEY, DATA_FORMAT.to_be_bytes());
+    }
     batch
 }
 
