@@ -11,7 +11,7 @@ use clap::Parser;
 
 /// mimalloc rather than the system allocator: revm allocates and frees per transaction on
 /// every executing thread, and glibc's arenas trim and re-fault memory between blocks
-/// (see ARCHITECTURE.md, Measurements).
+/// (see MEASUREMENTS.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
