@@ -1,6 +1,7 @@
 //! A block's state root (5,000 changed accounts, what 2,500 transfers leave) hashed on
 //! one thread, on the executor's threads (the caller's among them) and on rayon's global
-//! pool: where the node hashes a block's roots when it executes on all threads.
+//! pool: where the node hashes a block's roots when it executes on all threads. And the
+//! block's two roots on the executor's threads, one after the other or hashed together.
 
 // criterion's macros generate undocumented items.
 #![allow(missing_docs)]
@@ -8,7 +9,10 @@
 use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256, keccak256};
 use criterion::{Criterion, criterion_group, criterion_main};
 use stave_exec::{AccountDiff, AccountState, ParallelExecutor, StateDiff};
-use stave_primitives::{GlobalPoolLeaves, LeafHasher, SerialLeaves, state_root};
+use stave_primitives::{
+    GlobalPoolLeaves, LeafHasher, Receipt, SerialLeaves, receipts_and_state_roots, receipts_root,
+    state_root,
+};
 
 const ACCOUNTS: u64 = 5_000;
 
@@ -50,6 +54,29 @@ fn roots(c: &mut Criterion) {
     for (name, hasher) in hashers {
         group.bench_function(name, |b| b.iter(|| state_root(B256::ZERO, &diff, hasher)));
     }
+    group.finish();
+    let receipts: Vec<Receipt> = (1..=2_500)
+        .map(|i| {
+            alloy_consensus::Receipt {
+                status: true.into(),
+                cumulative_gas_used: 21_000 * i,
+                logs: vec![],
+            }
+            .into()
+        })
+        .collect();
+    let mut group = c.benchmark_group("both_roots_of_2500_transfers_on_2_threads");
+    group.bench_function("one_after_the_other", |b| {
+        b.iter(|| {
+            (
+                receipts_root(&receipts, &executor),
+                state_root(B256::ZERO, &diff, &executor),
+            )
+        })
+    });
+    group.bench_function("together", |b| {
+        b.iter(|| receipts_and_state_roots(&receipts, B256::ZERO, &diff, &executor))
+    });
     group.finish();
 }
 

@@ -24,7 +24,7 @@ use revm::{
     primitives::{KECCAK_EMPTY, StorageKey, StorageValue},
     state::{AccountInfo, Bytecode, EvmState},
 };
-use stave_primitives::{AccountDiff, AccountState, StateDiff};
+use stave_primitives::{AccountDiff, AccountDiffs, AccountState, StateDiff};
 
 use crate::{error::StateError, state::StateReader};
 
@@ -38,10 +38,11 @@ pub(crate) struct Changes {
 }
 
 impl Changes {
-    /// Takes the changes out in address order, leaving none but keeping the map's room.
-    pub(crate) fn take_diff(&mut self) -> StateDiff {
+    /// Takes the changes out in address order, leaving none but keeping the map's room;
+    /// their list has room for `room` more (see [`AccountDiffs::with_room`]).
+    pub(crate) fn take_diff(&mut self, room: usize) -> StateDiff {
         StateDiff {
-            accounts: self.accounts.drain().collect(),
+            accounts: AccountDiffs::with_room(self.accounts.drain().collect(), room),
             codes: std::mem::take(&mut self.codes),
         }
     }
@@ -288,9 +289,9 @@ impl<'a> Overlay<'a> {
         apply_writes(&mut self.diff.write(), log, range);
     }
 
-    /// Takes the changes out in address order, leaving none.
-    pub(crate) fn take_diff(&self) -> StateDiff {
-        self.diff.write().take_diff()
+    /// Takes the changes out in address order, leaving none, with `room` more in their list.
+    pub(crate) fn take_diff(&self, room: usize) -> StateDiff {
+        self.diff.write().take_diff(room)
     }
 }
 
@@ -350,9 +351,21 @@ impl View<'_> {
     }
 }
 
-/// revm's account for `account`. An account without code gets `empty` (its database's
-/// [`CodeCache::empty`]) as its code, so revm neither asks for it nor makes its own.
-fn account_info(account: AccountState, empty: &Bytecode) -> AccountInfo {
+/// revm's account for what state holds at an address. An account without code gets
+/// `empty` (its database's [`CodeCache::empty`]) as its code, so revm neither asks for it
+/// nor makes its own.
+///
+/// An address state does not hold is handed over as an empty account, not as `None`: for
+/// `None` revm makes a not-existing account around its process-wide empty code, whose
+/// count the two executing threads would bounce again for every fresh recipient (its
+/// load, its call frame, its drop). revm tells such an account from an empty one only
+/// under pre-Spurious Dragon rules and for EIP-7702 refunds; this chain runs neither, and
+/// since EIP-161 every rule it does run (call and self-destruct costs, `EXTCODEHASH`,
+/// deletion of touched empty accounts) looks at emptiness alone.
+fn account_info(account: Option<AccountState>, empty: &Bytecode) -> AccountInfo {
+    let Some(account) = account else {
+        return AccountInfo::new(U256::ZERO, 0, KECCAK_EMPTY, empty.clone());
+    };
     let info = AccountInfo::new(
         account.balance,
         account.nonce,
@@ -426,10 +439,8 @@ impl Database for BlockDb<'_> {
     type Error = StateError;
 
     fn basic(&mut self, address: Address) -> Result<Option<AccountInfo>, StateError> {
-        Ok(self
-            .overlay
-            .with_view(|view| view.account(address))?
-            .map(|account| account_info(account, &self.codes.empty)))
+        let account = self.overlay.with_view(|view| view.account(address))?;
+        Ok(Some(account_info(account, &self.codes.empty)))
     }
 
     fn code_by_hash(&mut self, code_hash: B256) -> Result<Bytecode, StateError> {
@@ -653,7 +664,7 @@ impl Database for RecordingDb<'_> {
     fn basic(&mut self, address: Address) -> Result<Option<AccountInfo>, StateError> {
         let account = self.overlay.with_view(|view| view.account(address))?;
         self.reads.push(Read::Account(address, account));
-        Ok(account.map(|account| account_info(account, &self.codes.empty)))
+        Ok(Some(account_info(account, &self.codes.empty)))
     }
 
     fn code_by_hash(&mut self, code_hash: B256) -> Result<Bytecode, StateError> {
@@ -691,7 +702,7 @@ mod tests {
     }
 
     #[test]
-    fn an_account_without_code_gets_its_database_s_empty_code_equal_to_revm_s() {
+    fn an_account_without_code_or_absent_gets_its_database_s_empty_code_equal_to_revm_s() {
         let empty = CodeCache::default().empty;
         let revm_s = Bytecode::default();
         assert_eq!(empty, revm_s);
@@ -703,14 +714,18 @@ mod tests {
             balance: U256::from(7),
             code_hash: KECCAK_EMPTY,
         };
-        let info = account_info(eoa, &empty);
+        let info = account_info(Some(eoa), &empty);
         assert_eq!((info.nonce, info.balance), (3, U256::from(7)));
         assert_eq!(info.code, Some(revm_s));
+        assert!(!info.code.unwrap().is_default(), "not revm's shared Arc");
+        let absent = account_info(None, &empty);
+        assert!(absent.is_empty());
+        assert!(!absent.code.unwrap().is_default(), "not revm's shared Arc");
         let contract = AccountState {
             code_hash: B256::repeat_byte(1),
             ..eoa
         };
-        let info = account_info(contract, &empty);
+        let info = account_info(Some(contract), &empty);
         assert_eq!(info.code, None, "loaded through code_by_hash");
         assert_eq!(info.code_hash, B256::repeat_byte(1));
     }

@@ -237,5 +237,5 @@ pub(crate) fn execute_serial_on(
     let mut tally = Tally::new(header, mode, txs.len());
     tally.execute_range(&mut evm, &mut handler, txs, 0..txs.len())?;
     overlay.report_hits();
-    tally.finish(base, overlay.take_diff())
+    tally.finish(base, overlay.take_diff(0))
 }

@@ -34,7 +34,10 @@ pub use merkle::{
 pub use receipt::{
     Receipt, block_bloom, decode_stored_receipts, encode_stored_receipts, receipts_root,
 };
-pub use state::{AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, StateDiff, state_root};
+pub use state::{
+    AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, StateDiff, receipts_and_state_roots,
+    state_root,
+};
 pub use stored_diff::{StoredDiffError, decode_stored_diff, encode_stored_diff};
 pub use transaction::{
     IntrinsicGas, MAX_INITCODE_SIZE, MAX_TX_SIZE, RecoveredTx, SignedTx, TxSummary,

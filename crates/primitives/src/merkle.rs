@@ -8,6 +8,8 @@
 //! `keccak256(count as u64 big-endian || top)`, so a list and the list of its inner nodes
 //! never share a root either. Levels are hashed in parallel with rayon.
 
+use std::ops::Range;
+
 use alloy_primitives::{B256, keccak256};
 use rayon::prelude::*;
 
@@ -41,10 +43,11 @@ pub fn merkle_root(hashes: &[B256]) -> B256 {
     keccak256(preimage)
 }
 
-/// Where a [`chunked_root`]'s leaves are hashed: the list is cut into parts, each hashed
-/// on a thread of its own when there are threads for it.
+/// Where a [`chunked_root`]'s leaves are hashed: the list is cut into parts, hashed on
+/// threads of their own when there are threads for them.
 pub trait LeafHasher: Sync {
-    /// Parts worth cutting a list into (the threads that would hash them).
+    /// Parts worth cutting a list into: the threads that would hash them, or more when
+    /// the threads share them out as they go.
     fn parts(&self) -> usize;
     /// Runs `hash_part(i)` for every `i` in `0..parts`, and returns the results in order.
     fn hash_parts(
@@ -95,7 +98,7 @@ impl LeafHasher for GlobalPoolLeaves {
 
 /// The [`merkle_root`] over leaves of [`ITEMS_PER_LEAF`] consecutive items each, a leaf
 /// being `keccak256` of its items' encodings concatenated; the leaves are cut into as
-/// many parts as `hasher` has threads (each part at least 16 leaves), hashed there.
+/// many parts as `hasher` asks for (each part at least 16 leaves), hashed there.
 /// `encode` must append a prefix-free encoding (no item's a prefix of another's, as RLP's),
 /// so that a leaf's bytes determine its items and the root determines the whole list.
 ///
@@ -107,27 +110,86 @@ pub fn chunked_root<T: Sync>(
     encode: impl Fn(&T, &mut Vec<u8>) + Sync,
     hasher: &dyn LeafHasher,
 ) -> B256 {
-    let leaves = items.len().div_ceil(ITEMS_PER_LEAF);
-    let parts = hasher.parts().min(leaves / MIN_LEAVES_PER_PART).max(1);
-    // Part `i` hashes the leaves from `leaves * i / parts`: parts meet at leaf bounds.
-    let first_item = |part: usize| (leaves * part / parts * ITEMS_PER_LEAF).min(items.len());
-    let hash_part = |part: usize| {
+    chunked_roots(&[&Chunked::new(items, encode)], hasher)[0]
+}
+
+/// A list a [`chunked_root`] commits to, seen as its leaves.
+pub(crate) trait LeafList: Sync {
+    /// How many leaves the list has.
+    fn leaves(&self) -> usize;
+    /// Appends the hashes of the leaves in `range` to `out`.
+    fn hash_leaves(&self, range: Range<usize>, out: &mut Vec<B256>);
+}
+
+/// Items and their encoding, in leaves of [`ITEMS_PER_LEAF`].
+pub(crate) struct Chunked<'a, T, E> {
+    items: &'a [T],
+    encode: E,
+}
+
+impl<'a, T, E> Chunked<'a, T, E> {
+    /// `items`, each encoded by `encode` (see [`chunked_root`]).
+    pub(crate) fn new(items: &'a [T], encode: E) -> Self {
+        Self { items, encode }
+    }
+}
+
+impl<T: Sync, E: Fn(&T, &mut Vec<u8>) + Sync> LeafList for Chunked<'_, T, E> {
+    fn leaves(&self) -> usize {
+        self.items.len().div_ceil(ITEMS_PER_LEAF)
+    }
+
+    fn hash_leaves(&self, range: Range<usize>, out: &mut Vec<B256>) {
+        let item = |leaf: usize| (leaf * ITEMS_PER_LEAF).min(self.items.len());
         let mut bytes = Vec::new();
-        items[first_item(part)..first_item(part + 1)]
-            .chunks(ITEMS_PER_LEAF)
-            .map(|chunk| {
-                bytes.clear();
-                chunk.iter().for_each(|item| encode(item, &mut bytes));
-                keccak256(&bytes)
-            })
-            .collect()
+        out.extend(
+            self.items[item(range.start)..item(range.end)]
+                .chunks(ITEMS_PER_LEAF)
+                .map(|chunk| {
+                    bytes.clear();
+                    chunk
+                        .iter()
+                        .for_each(|item| (self.encode)(item, &mut bytes));
+                    keccak256(&bytes)
+                }),
+        );
+    }
+}
+
+/// The [`chunked_root`] of each of `lists`, their leaves hashed together: the leaves of all
+/// of them, one after another, are cut into as many parts as `hasher` asks for, so the
+/// threads share the work of both of a block's roots and are handed work once, not once
+/// per root.
+pub(crate) fn chunked_roots(lists: &[&dyn LeafList], hasher: &dyn LeafHasher) -> Vec<B256> {
+    let counts: Vec<usize> = lists.iter().map(|list| list.leaves()).collect();
+    let leaves: usize = counts.iter().sum();
+    let parts = hasher.parts().min(leaves / MIN_LEAVES_PER_PART).max(1);
+    // Part `i` hashes the leaves from `leaves * i / parts` of the lists laid end to end.
+    let hash_part = |part: usize| {
+        let (start, end) = (leaves * part / parts, leaves * (part + 1) / parts);
+        let mut hashed = Vec::with_capacity(end - start);
+        let mut offset = 0;
+        for (list, count) in lists.iter().zip(&counts) {
+            let within = |leaf: usize| leaf.clamp(offset, offset + count) - offset;
+            list.hash_leaves(within(start)..within(end), &mut hashed);
+            offset += count;
+        }
+        hashed
     };
     let hashed: Vec<B256> = if parts == 1 {
         hash_part(0)
     } else {
         hasher.hash_parts(parts, &hash_part).concat()
     };
-    merkle_root(&hashed)
+    let mut rest = hashed.as_slice();
+    counts
+        .iter()
+        .map(|&count| {
+            let (list, later) = rest.split_at(count);
+            rest = later;
+            merkle_root(list)
+        })
+        .collect()
 }
 
 fn hash_pair(pair: &[B256]) -> B256 {

@@ -12,7 +12,7 @@ pub type Receipt = alloy_consensus::ReceiptWithBloom<alloy_consensus::Receipt<Lo
 /// Appends a receipt's RLP without its bloom, the list `[status, cumulative_gas_used,
 /// logs]`: what `receipts_root` commits to and what storage keeps. The bloom is a function
 /// of the logs, so its 256 bytes (95% of a transfer's receipt) would add nothing.
-fn encode_without_bloom(receipt: &Receipt, out: &mut Vec<u8>) {
+pub(crate) fn encode_without_bloom(receipt: &Receipt, out: &mut Vec<u8>) {
     let fields = &receipt.receipt;
     let payload_length =
         fields.status.length() + fields.cumulative_gas_used.length() + fields.logs.length();
