@@ -7,7 +7,6 @@
 mod support;
 
 use std::{
-    net::TcpListener,
     path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::{Mutex, MutexGuard, PoisonError},
@@ -18,14 +17,13 @@ use alloy_signer_local::{MnemonicBuilder, coins_bip39::English};
 use serde_json::{Value, json};
 use stave_primitives::{Address, B256, U256};
 use stave_sdk::{LocalSigner, TxBuilder};
-use support::Node;
+use support::{Node, free_ports};
 
 /// Chain id of a `stave testnet` genesis.
 const CHAIN_ID: u64 = 1337;
 /// The dev mnemonic `stave testnet init` funds.
 const MNEMONIC: &str = "test test test test test test test test test test test junk";
 
-/// The first of `count` consecutive ports that are all free now.
 /// Sends `signal` to `node`'s process.
 fn signal(node: &Node, signal: libc::c_int) {
     let pid = libc::pid_t::try_from(node.child.id()).expect("a pid");
@@ -61,25 +59,9 @@ fn a_paused_validator_reaches_the_others_head_when_resumed() {
     assert_eq!(block_id(&nodes[3], target), block_id(&nodes[0], target));
 }
 
-fn free_ports(count: u16) -> u16 {
-    loop {
-        let base = support::free_port();
-        let Some(last) = base.checked_add(count) else {
-            continue;
-        };
-        let listeners: Vec<_> = (base..last)
-            .map_while(|port| TcpListener::bind(("127.0.0.1", port)).ok())
-            .collect();
-        if listeners.len() == usize::from(count) {
-            return base;
-        }
-    }
-}
-
-/// Held by the testnet of the running test: one testnet at a time. Ports are chosen free
-/// well before the nodes bind them, and another testnet's nodes, dialling each other,
-/// could meanwhile take one as the local port of a connection (a node that then cannot
-/// bind never starts); 4-node testnets side by side also crowd the 2 cores.
+/// Held by the testnet of the running test: one testnet at a time. 4-node testnets side
+/// by side crowd the 2 cores, and ports are chosen free well before the nodes bind them
+/// (below the ephemeral range, so no connection takes one: `support::free_ports`).
 static ONE_TESTNET: Mutex<()> = Mutex::new(());
 
 /// Ports and directory of a testnet made by `stave testnet init`.

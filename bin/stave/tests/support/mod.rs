@@ -8,15 +8,44 @@ use std::{
     net::{TcpListener, TcpStream},
     path::Path,
     process::{Child, Command, Stdio},
+    sync::atomic::{AtomicU32, Ordering},
     time::{Duration, Instant},
 };
 
 use serde_json::{Value, json};
 
-/// A port free on localhost right now.
+/// A port free on localhost right now, below the kernel's ephemeral range.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
-    listener.local_addr().expect("has an address").port()
+    free_ports(1)
+}
+
+/// The first of `count` consecutive ports that are all free on localhost right now.
+///
+/// They are taken below the kernel's ephemeral range (`ip_local_port_range`): a port the
+/// kernel hands out for `bind(0)` is one it may also give the next outgoing connection
+/// as its local port, and a node started later than its peers, which already dial each
+/// other, then failed to bind the port it was given ("Address already in use"). Below
+/// that range only a listener takes a port. Processes start apart (by pid) and threads
+/// of one process take turns, so tests running side by side rarely pick the same ones.
+pub fn free_ports(count: u16) -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOWEST: u32 = 10_000;
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral.saturating_sub(LOWEST + u32::from(count)).max(1);
+    let start = std::process::id().wrapping_mul(7_919);
+    loop {
+        let offset = start.wrapping_add(NEXT.fetch_add(u32::from(count), Ordering::Relaxed));
+        let base = u16::try_from(LOWEST + offset % span).expect("below the ephemeral range");
+        let listeners: Vec<TcpListener> = (base..base + count)
+            .map_while(|port| TcpListener::bind(("127.0.0.1", port)).ok())
+            .collect();
+        if listeners.len() == usize::from(count) {
+            return base;
+        }
+    }
 }
 
 /// A JSON-RPC quantity (`"0x1f"`) as a number; `None` if it is not one.
