@@ -161,20 +161,21 @@ impl FromIterator<(Address, AccountDiff)> for AccountDiffs {
     /// (address prefix, position) pairs instead and then moves each entry once. Equal
     /// prefixes (crafted addresses) are ordered by the whole address.
     fn from_iter<I: IntoIterator<Item = (Address, AccountDiff)>>(changes: I) -> Self {
-        Self::sorted(changes.into_iter().collect(), 0)
+        Self::sorted(&mut changes.into_iter().collect(), 0)
     }
 }
 
 impl AccountDiffs {
     /// `changes` sorted as [`FromIterator`] sorts them, in a list with room for `room`
     /// more: what a [`StateDiff::append`] of about that many later changes merges into
-    /// without a new list. Room never touched costs no memory.
-    pub fn with_room(changes: Vec<(Address, AccountDiff)>, room: usize) -> Self {
+    /// without a new list. Room never touched costs no memory. `changes` is left empty,
+    /// with its room, for the next changes to be sorted.
+    pub fn with_room(changes: &mut Vec<(Address, AccountDiff)>, room: usize) -> Self {
         Self::sorted(changes, room)
     }
 
     /// [`FromIterator`]'s work, compiled once rather than for every iterator type.
-    fn sorted(mut changes: Vec<(Address, AccountDiff)>, room: usize) -> Self {
+    fn sorted(changes: &mut Vec<(Address, AccountDiff)>, room: usize) -> Self {
         let prefix = |address: &Address| {
             let mut bytes = [0u8; 8];
             bytes.copy_from_slice(&address[..8]);
@@ -197,6 +198,7 @@ impl AccountDiffs {
             let (address, change) = &mut changes[position];
             (*address, std::mem::take(change))
         }));
+        changes.clear();
         sorted.dedup_by_key(|(address, _)| *address);
         Self(sorted)
     }
@@ -579,7 +581,7 @@ mod tests {
                 let address = Address::repeat_byte(byte);
                 (address, account(u64::from(byte) + slot, &[(slot, u64::from(byte))], cleared))
             };
-            let earlier: Vec<(Address, AccountDiff)> = earlier.into_iter().map(change).collect();
+            let mut earlier: Vec<(Address, AccountDiff)> = earlier.into_iter().map(change).collect();
             let later: StateDiff = StateDiff {
                 accounts: later.into_iter().map(change).collect(),
                 codes: Default::default(),
@@ -595,7 +597,7 @@ mod tests {
                 }
             }
             let mut diff = StateDiff {
-                accounts: AccountDiffs::with_room(earlier, room),
+                accounts: AccountDiffs::with_room(&mut earlier, room),
                 codes: Default::default(),
             };
             diff.append(later);
