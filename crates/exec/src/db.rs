@@ -218,11 +218,7 @@ pub(crate) fn credit(
         Some(change) => change.info,
         None => base.account(address)?,
     };
-    let mut info = current.unwrap_or(AccountState {
-        nonce: 0,
-        balance: U256::ZERO,
-        code_hash: KECCAK_EMPTY,
-    });
+    let mut info = current.unwrap_or(AccountState::EMPTY);
     info.balance = info.balance.saturating_add(amount);
     // A new account is "created": no storage from before survives, as for any write.
     let change = AccountDiff {
@@ -369,9 +365,7 @@ impl View<'_> {
 /// since EIP-161 every rule it does run (call and self-destruct costs, `EXTCODEHASH`,
 /// deletion of touched empty accounts) looks at emptiness alone.
 fn account_info(account: Option<AccountState>, empty: &Bytecode) -> AccountInfo {
-    let Some(account) = account else {
-        return AccountInfo::new(U256::ZERO, 0, KECCAK_EMPTY, empty.clone());
-    };
+    let account = account.unwrap_or(AccountState::EMPTY);
     let info = AccountInfo::new(
         account.balance,
         account.nonce,

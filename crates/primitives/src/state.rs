@@ -22,6 +22,16 @@ pub struct AccountState {
     pub code_hash: B256,
 }
 
+impl AccountState {
+    /// An account with no nonce, no balance and no code: what an address the state does
+    /// not hold reads as.
+    pub const EMPTY: Self = Self {
+        nonce: 0,
+        balance: U256::ZERO,
+        code_hash: KECCAK256_EMPTY,
+    };
+}
+
 /// How one account changed in a block.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AccountDiff {
@@ -216,16 +226,15 @@ pub struct StateDiff {
 
 /// How many addresses two sorted lists of changes share.
 fn common_addresses(left: &[(Address, AccountDiff)], right: &[(Address, AccountDiff)]) -> usize {
-    let (mut left, mut right) = (left.iter().peekable(), right.iter().peekable());
-    let mut common = 0;
-    while let (Some((l, _)), Some((r, _))) = (left.peek(), right.peek()) {
-        match l.cmp(r) {
-            std::cmp::Ordering::Less => drop(left.next()),
-            std::cmp::Ordering::Greater => drop(right.next()),
+    let (mut l, mut r, mut common) = (0, 0, 0);
+    while l < left.len() && r < right.len() {
+        match left[l].0.cmp(&right[r].0) {
+            std::cmp::Ordering::Less => l += 1,
+            std::cmp::Ordering::Greater => r += 1,
             std::cmp::Ordering::Equal => {
                 common += 1;
-                left.next();
-                right.next();
+                l += 1;
+                r += 1;
             }
         }
     }
