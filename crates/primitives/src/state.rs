@@ -171,21 +171,17 @@ impl FromIterator<(Address, AccountDiff)> for AccountDiffs {
     /// (address prefix, position) pairs instead and then moves each entry once. Equal
     /// prefixes (crafted addresses) are ordered by the whole address.
     fn from_iter<I: IntoIterator<Item = (Address, AccountDiff)>>(changes: I) -> Self {
-        Self::sorted(&mut changes.into_iter().collect(), 0)
+        Self::with_room(&mut changes.into_iter().collect(), 0)
     }
 }
 
 impl AccountDiffs {
-    /// `changes` sorted as [`FromIterator`] sorts them, in a list with room for `room`
-    /// more: what a [`StateDiff::append`] of about that many later changes merges into
-    /// without a new list. Room never touched costs no memory. `changes` is left empty,
-    /// with its room, for the next changes to be sorted.
+    /// `changes` sorted as [`FromIterator`] sorts them (its work, compiled once rather
+    /// than for every iterator type), in a list with room for `room` more: what a
+    /// [`StateDiff::append`] of about that many later changes merges into without a new
+    /// list. Room never touched costs no memory. `changes` is left empty, with its room,
+    /// for the next changes to be sorted.
     pub fn with_room(changes: &mut Vec<(Address, AccountDiff)>, room: usize) -> Self {
-        Self::sorted(changes, room)
-    }
-
-    /// [`FromIterator`]'s work, compiled once rather than for every iterator type.
-    fn sorted(changes: &mut Vec<(Address, AccountDiff)>, room: usize) -> Self {
         let prefix = |address: &Address| {
             let mut bytes = [0u8; 8];
             bytes.copy_from_slice(&address[..8]);
