@@ -199,7 +199,7 @@ impl<'h> Tally<'h> {
 
 /// Whether `tx` may run with `gas_left` of the block's gas: its whole gas limit must fit,
 /// whatever it ends up using.
-pub(crate) fn fits_gas(tx: &RecoveredTx, gas_left: u64) -> bool {
+fn fits_gas(tx: &RecoveredTx, gas_left: u64) -> bool {
     tx.tx.envelope().gas_limit() <= gas_left
 }
 
