@@ -389,9 +389,10 @@ impl ParallelExecutor {
         // caches) live across blocks; the first chunk runs here, then sorts its changes
         // while the speculators sort theirs, unless one gave up (its chunk will be
         // committed one by one, on the hash map).
+        let speculators = Spawned::default();
         let first_ran = pool.in_place_scope(|scope| {
             for ((range, hits), slot) in later.iter().zip(&chunk_hits).zip(&mut speculated) {
-                scope.spawn(move |_| {
+                speculators.spawn(scope, move || {
                     let mut changes = RwLock::new(spare.take());
                     let own = Overlay::new(base, &changes, hits);
                     let ChunkLogs { reads, writes } = spare_logs.take();
@@ -412,7 +413,7 @@ impl ParallelExecutor {
             // transaction (a transfer's sender and recipient). A block whose later
             // transactions change more grows the list once, in the merge.
             let room = 2 * (txs.len() - first.len());
-            tally
+            let ran = tally
                 .execute_range(&mut evm, &mut handler, txs, first.clone())
                 .map(|()| {
                     (!gave_up.load(Ordering::Relaxed)).then(|| {
@@ -421,7 +422,9 @@ impl ParallelExecutor {
                             started.elapsed(),
                         )
                     })
-                })
+                });
+            speculators.wait();
+            ran
         });
         let first_ran = first_ran?;
         let speculated = speculated
@@ -532,11 +535,13 @@ impl LeafHasher for ParallelExecutor {
                 let _ = slot.set(hash_part(part));
             }
         };
+        let helpers = Spawned::default();
         pool.in_place_scope(|scope| {
             for _ in 0..pool.current_num_threads().min(parts.saturating_sub(1)) {
-                scope.spawn(|_| take_parts());
+                helpers.spawn(scope, take_parts);
             }
             take_parts();
+            helpers.wait();
         });
         hashed
             .into_iter()
@@ -563,11 +568,49 @@ fn side_by_side<T: Send, H>(
     here: impl FnOnce() -> H,
 ) -> (T, H) {
     let mut far = None;
+    let spawned = Spawned::default();
     let near = pool.in_place_scope(|scope| {
-        scope.spawn(|_| far = Some(there()));
-        here()
+        spawned.spawn(scope, || far = Some(there()));
+        let near = here();
+        spawned.wait();
+        near
     });
     (far.expect("the scope ran the spawned task"), near)
+}
+
+/// Jobs spawned on the executor's pool from the calling thread, which waits for them by
+/// spinning before it leaves their scope. The calling thread is not one of the pool's: in
+/// rayon's scope it sleeps until the last job ends, and a sleeping thread here came back
+/// 30-60 µs after it (a futex wake and an inter-processor interrupt on a virtual
+/// machine), at up to three hand-offs a block.
+#[derive(Debug, Default)]
+struct Spawned(AtomicUsize);
+
+impl Spawned {
+    /// How long the calling thread spins before it lets the scope put it to sleep: about
+    /// the gap between two chunks of a transfer block that finish apart.
+    const SPIN_FOR: Duration = Duration::from_micros(300);
+
+    /// Spawns `job` in `scope`, counted until it has run.
+    fn spawn<'scope>(
+        &'scope self,
+        scope: &rayon::Scope<'scope>,
+        job: impl FnOnce() + Send + 'scope,
+    ) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        scope.spawn(move |_| {
+            job();
+            self.0.fetch_sub(1, Ordering::Release);
+        });
+    }
+
+    /// Spins until every spawned job has run, or for [`Spawned::SPIN_FOR`] at most.
+    fn wait(&self) {
+        let started = Instant::now();
+        while self.0.load(Ordering::Acquire) != 0 && started.elapsed() < Self::SPIN_FOR {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// Records the receipts of a chunk that [`chunk_holds`] accepted (its diff is merged
@@ -750,6 +793,35 @@ mod tests {
             }
         }
         assert!(fitting > 200 && not > 200, "{fitting} fit, {not} do not");
+    }
+
+    #[test]
+    fn the_caller_spins_for_its_jobs_but_not_past_its_bound() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("a thread");
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let (mut quick, mut held) = (false, None);
+        let spawned = Spawned::default();
+        pool.in_place_scope(|scope| {
+            spawned.spawn(scope, || quick = true);
+            spawned.wait();
+            // The quick job has ended (its count is down) before the spin returns.
+            assert_eq!(spawned.0.load(Ordering::Acquire), 0);
+            // A job that waits for this thread: the spin gives up after its bound, or
+            // this thread would never release it.
+            let held = &mut held;
+            spawned.spawn(scope, move || {
+                *held = Some(released.recv_timeout(Duration::from_secs(10)).is_ok());
+            });
+            let spinning = Instant::now();
+            spawned.wait();
+            assert!(spinning.elapsed() >= Spawned::SPIN_FOR);
+            release.send(()).expect("the job waits");
+        });
+        assert!(quick);
+        assert_eq!(held, Some(true), "released by this thread, not timed out");
     }
 
     #[test]
