@@ -168,12 +168,22 @@ impl SortedChanges {
             slots: Bits::new(),
             wiped: Bits::new(),
         };
-        sorted.append(diff);
+        sorted.append(diff, true);
         sorted
     }
 
-    /// Applies `later`, the changes of transactions after these, on top of them.
-    pub(crate) fn append(&mut self, later: StateDiff) {
+    /// Applies `later`, the changes of transactions after these, on top of them; adds
+    /// them to the filters only when reads are `checked_after` against the result (not
+    /// after a block's last chunk: a pass over its changes for nothing).
+    pub(crate) fn append(&mut self, later: StateDiff, checked_after: bool) {
+        if checked_after {
+            self.filter(&later);
+        }
+        self.diff.append(later);
+    }
+
+    /// Adds the changes `later` to the filters.
+    fn filter(&mut self, later: &StateDiff) {
         for (address, change) in later.accounts.iter() {
             self.accounts.insert(account_key(address));
             if change.storage_cleared || change.info.is_none() {
@@ -183,7 +193,6 @@ impl SortedChanges {
                 self.slots.insert(slot_key(address, slot));
             }
         }
-        self.diff.append(later);
     }
 
     /// The changes, without their filter.

@@ -446,7 +446,10 @@ impl ParallelExecutor {
         let hits_in_chunks: u64 = chunk_hits.iter().map(|h| h.load(Ordering::Relaxed)).sum();
         hits.fetch_add(hits_in_chunks, Ordering::Relaxed);
         let mut whole = true;
-        for chunk in speculated {
+        let chunks_left = speculated.len();
+        for (index, chunk) in speculated.into_iter().enumerate() {
+            // Nothing is checked against the changes after the last chunk is merged.
+            let checked_after = index + 1 < chunks_left;
             whole = whole
                 && match &block {
                     Some(sorted) => chunk_holds(&chunk, &tally, sorted),
@@ -466,7 +469,7 @@ impl ParallelExecutor {
                     .unwrap_or_else(|| SortedChanges::new(overlay.take_diff(0)));
                 let ((), recorded) = side_by_side(
                     pool,
-                    || sorted.append(diff),
+                    || sorted.append(diff, checked_after),
                     || record_whole_chunk(&mut tally, range, runs),
                 );
                 recorded?;
