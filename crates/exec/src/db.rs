@@ -98,7 +98,7 @@ impl Reusable for Changes {
 
 /// Changes a speculation's reads are checked against (those committed before it): the
 /// committer's hash map, or a block's sorted diff.
-pub(crate) trait Committed: Sync {
+pub(crate) trait Committed {
     /// The committed change of `address`, if there is one.
     fn change(&self, address: &Address) -> Option<&AccountDiff>;
 

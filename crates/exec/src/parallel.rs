@@ -13,9 +13,9 @@
 //!   the state committed before it, and whose transactions fit the block's gas (the
 //!   least gas left it needs was summed as it ran), computed exactly what serial
 //!   execution computes (revm is deterministic in what it reads): its receipts are
-//!   recorded while its diff is merged in whole. Every chunk sorts its changes as it finishes (the first chunk's thread
-//!   and the speculators side by side), so merging a whole chunk is one linear pass
-//!   over two sorted lists.
+//!   recorded while its diff is merged in whole. Every chunk sorts its changes as it
+//!   finishes (the first chunk's thread and the speculators side by side), so merging a
+//!   whole chunk is one linear pass over two sorted lists.
 //! - From the first chunk that fails that check on, transactions are committed one by
 //!   one: a speculation whose reads still hold against the state committed so far is
 //!   applied, any other transaction is executed again on that state.
@@ -117,6 +117,11 @@ impl ChunkGas {
         }
     }
 
+    /// The speculator stopped before the chunk's end: it cannot be committed whole.
+    fn stopped(&mut self) {
+        self.incomplete = true;
+    }
+
     /// True when the whole chunk fits in `gas_left`, every transaction having run.
     fn fits(&self, gas_left: u64) -> bool {
         !self.incomplete && self.needed <= gas_left
@@ -165,7 +170,7 @@ fn speculate_chunk(
                 && samples.observe(holds)
             {
                 gave_up.store(true, Ordering::Relaxed);
-                gas.ran(None);
+                gas.stopped();
                 break;
             }
         }
