@@ -388,6 +388,30 @@ fn both<A: Send, B: Send>(
 /// its receipts, its state and (for an applied state) its transaction index are four
 /// tasks, and the state and the index split further.
 pub fn encode_block_batch<'a>(input: &BlockToCommit<'a>, parallel: bool) -> WriteBatch<'a> {
+    let (mut batch, receipts) = both(
+        parallel,
+        || encode_all_but_receipts(input, parallel),
+        || encode_receipts(input),
+    );
+    batch.append(receipts);
+    batch
+}
+
+/// The part of a block's batch that holds its receipts ([`encode_block_batch`] is the rest
+/// and this): apart, so that another thread may encode it while the committing thread
+/// encodes the rest (see [`commit_block_with`]).
+pub fn encode_receipts(input: &BlockToCommit<'_>) -> WriteBatch<'static> {
+    let mut batch = WriteBatch::new();
+    batch.put_owned(
+        Table::Receipts,
+        input.block.number().to_be_bytes(),
+        encode_stored_receipts(input.receipts),
+    );
+    batch
+}
+
+/// Everything of [`encode_block_batch`] but [`encode_receipts`].
+fn encode_all_but_receipts<'a>(input: &BlockToCommit<'a>, parallel: bool) -> WriteBatch<'a> {
     let block = input.block;
     let number = block.number().to_be_bytes();
     let hash = block.hash();
@@ -398,15 +422,6 @@ pub fn encode_block_batch<'a>(input: &BlockToCommit<'a>, parallel: bool) -> Writ
         batch.put_borrowed(Table::Bodies, number, input.body);
         batch.put(Table::Blooms, number, block_bloom(input.receipts));
         batch.put_owned(Table::Senders, number, input.senders.concat());
-        batch
-    };
-    let receipts = || {
-        let mut batch = WriteBatch::new();
-        batch.put_owned(
-            Table::Receipts,
-            number,
-            encode_stored_receipts(input.receipts),
-        );
         batch
     };
     let state = || match input.state {
@@ -427,12 +442,7 @@ pub fn encode_block_batch<'a>(input: &BlockToCommit<'a>, parallel: bool) -> Writ
         }
         BlockState::Journaled(_) => WriteBatch::new(),
     };
-    let ((mut batch, receipts), (state, index)) = both(
-        parallel,
-        || both(parallel, data, receipts),
-        || both(parallel, state, index),
-    );
-    batch.append(receipts);
+    let (mut batch, (state, index)) = both(parallel, data, || both(parallel, state, index));
     batch.append(state);
     batch.append(index);
     batch.put_parts(Table::Meta, &[HEAD_KEY], &[&number, hash.as_slice()]);
@@ -449,6 +459,19 @@ pub fn commit_block(
     store: &dyn KvStore,
     input: &BlockToCommit<'_>,
     parallel: bool,
+) -> Result<Committed, StorageError> {
+    commit_block_with(store, input, parallel, &mut || encode_receipts(input))
+}
+
+/// [`commit_block`], its receipts' part of the batch from `receipts` (what
+/// [`encode_receipts`] gives): the node's commit stage encodes that part on its other
+/// thread, and `receipts` waits for it once the rest is encoded and put in the write
+/// transaction. Not called for a block already stored.
+pub fn commit_block_with(
+    store: &dyn KvStore,
+    input: &BlockToCommit<'_>,
+    parallel: bool,
+    receipts: &mut dyn FnMut() -> WriteBatch<'static>,
 ) -> Result<Committed, StorageError> {
     let number = input.block.number();
     let head = head(store)?;
@@ -478,6 +501,6 @@ pub fn commit_block(
         None if number != 0 => return Err(StorageError::Gap { head: None, number }),
         _ => {}
     }
-    store.write(encode_block_batch(input, parallel))?;
+    store.write_then(encode_all_but_receipts(input, parallel), receipts)?;
     Ok(Committed::New)
 }

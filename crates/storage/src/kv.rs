@@ -291,6 +291,15 @@ pub trait KvStore: Send + Sync {
     /// Applies `batch` atomically and durably: when this returns `Ok`, the batch survives a
     /// crash; when it returns `Err` (or the process dies first), none of it is visible.
     fn write(&self, batch: WriteBatch<'_>) -> Result<(), StorageError>;
+
+    /// Applies `first`, then the batch `rest` gives, as one [`KvStore::write`]: `rest` is
+    /// called once `first` is applied, so it may wait for a part of the write that another
+    /// thread is still encoding.
+    fn write_then(
+        &self,
+        first: WriteBatch<'_>,
+        rest: &mut dyn FnMut() -> WriteBatch<'static>,
+    ) -> Result<(), StorageError>;
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use heed::{
-    CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, RoTxn, WithoutTls, types::Bytes,
+    CommitOrAbort, Database, Env, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls, types::Bytes,
 };
 use parking_lot::Mutex;
 use thread_local::ThreadLocal;
@@ -151,6 +151,29 @@ impl LmdbStore {
             other => StorageError::Lmdb(other),
         }
     }
+
+    /// Applies `batch`'s operations in `wtxn`, in order.
+    fn apply(&self, wtxn: &mut RwTxn<'_>, batch: WriteBatch<'_>) -> Result<(), StorageError> {
+        for op in batch.ops() {
+            match op {
+                Op::Put(table, key, value) => self.tables[table.position()].put(wtxn, key, value),
+                Op::Delete(table, key) => self.tables[table.position()].delete(wtxn, key).map(drop),
+                Op::DeletePrefix(table, prefix) => {
+                    let db = &self.tables[table.position()];
+                    let keys: Result<Vec<Vec<u8>>, _> = db
+                        .prefix_iter(wtxn, prefix)
+                        .map_err(|e| self.error(e))?
+                        .map(|entry| entry.map(|(key, _)| key.to_vec()))
+                        .collect();
+                    keys.map_err(|e| self.error(e))?
+                        .iter()
+                        .try_for_each(|key| db.delete(wtxn, key).map(drop))
+                }
+            }
+            .map_err(|e| self.error(e))?;
+        }
+        Ok(())
+    }
 }
 
 impl KvStore for LmdbStore {
@@ -173,30 +196,18 @@ impl KvStore for LmdbStore {
     }
 
     fn write(&self, batch: WriteBatch<'_>) -> Result<(), StorageError> {
+        self.write_then(batch, &mut WriteBatch::new)
+    }
+
+    fn write_then(
+        &self,
+        first: WriteBatch<'_>,
+        rest: &mut dyn FnMut() -> WriteBatch<'static>,
+    ) -> Result<(), StorageError> {
         let mut wtxn = self.env.write_txn().map_err(|e| self.error(e))?;
-        for op in batch.ops() {
-            // Dropping `wtxn` on an error path aborts the whole batch.
-            match op {
-                Op::Put(table, key, value) => {
-                    self.tables[table.position()].put(&mut wtxn, key, value)
-                }
-                Op::Delete(table, key) => self.tables[table.position()]
-                    .delete(&mut wtxn, key)
-                    .map(drop),
-                Op::DeletePrefix(table, prefix) => {
-                    let db = &self.tables[table.position()];
-                    let keys: Result<Vec<Vec<u8>>, _> = db
-                        .prefix_iter(&wtxn, prefix)
-                        .map_err(|e| self.error(e))?
-                        .map(|entry| entry.map(|(key, _)| key.to_vec()))
-                        .collect();
-                    keys.map_err(|e| self.error(e))?
-                        .iter()
-                        .try_for_each(|key| db.delete(&mut wtxn, key).map(drop))
-                }
-            }
-            .map_err(|e| self.error(e))?;
-        }
+        // Dropping `wtxn` on an error path aborts the whole of both batches.
+        self.apply(&mut wtxn, first)?;
+        self.apply(&mut wtxn, rest())?;
         wtxn.commit().map_err(|e| self.error(e))?;
         // Every kept read transaction still sees the state before this write.
         for reader in self.readers.iter() {

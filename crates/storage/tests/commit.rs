@@ -14,8 +14,8 @@ use stave_storage::{
     KvStore, LmdbStore, StorageError,
     commit::{
         BlockState, BlockToCommit, Committed, TxPositions, account, block_number, commit_block,
-        encode_block_batch, flush_state, flushed_height, head, header, logs_bloom, receipts,
-        senders, storage, stored_diff, tx_location,
+        commit_block_with, encode_block_batch, encode_receipts, flush_state, flushed_height, head,
+        header, logs_bloom, receipts, senders, storage, stored_diff, tx_location,
     },
 };
 
@@ -219,6 +219,36 @@ fn serial_and_parallel_encodings_are_identical() {
     assert_eq!(
         encode_block_batch(&journaled, true),
         encode_block_batch(&journaled, false)
+    );
+}
+
+#[test]
+fn receipts_encoded_on_another_thread_are_written_with_the_block_and_not_asked_for_again() {
+    let (_dir, store) = open();
+    let genesis = genesis();
+    commit_block(&store, &genesis.input(), false).expect("commits");
+    let one = block_one(genesis.block.hash(), 12);
+    let input = &one.input();
+    let committed = std::thread::scope(|scope| {
+        let (sender, encoded) = std::sync::mpsc::sync_channel(1);
+        scope.spawn(move || {
+            sender
+                .send(encode_receipts(input))
+                .expect("the writer waits")
+        });
+        commit_block_with(&store, input, false, &mut || encoded.recv().expect("sent"))
+    });
+    assert_eq!(committed.expect("commits"), Committed::New);
+    assert_eq!(
+        receipts(&store, 1).expect("reads"),
+        Some(one.receipts.clone())
+    );
+    assert_eq!(head(&store).expect("reads"), Some((1, one.block.hash())));
+    // A block stored already is not encoded, its receipts included.
+    assert_eq!(
+        commit_block_with(&store, input, false, &mut || unreachable!("stored already"))
+            .expect("redelivery"),
+        Committed::AlreadyStored
     );
 }
 

@@ -78,6 +78,47 @@ fn a_full_map_fails_the_whole_batch_with_a_clear_error() {
 }
 
 #[test]
+fn a_write_in_two_parts_is_one_transaction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 1 << 20).expect("opens");
+    let mut first = WriteBatch::new();
+    first.put(Table::Meta, b"head", b"1");
+    let mut called = 0;
+    store
+        .write_then(first, &mut || {
+            called += 1;
+            let mut rest = WriteBatch::new();
+            rest.put(Table::Bodies, 1u32.to_be_bytes(), b"body");
+            rest
+        })
+        .expect("fits");
+    assert_eq!(called, 1);
+    assert_eq!(
+        store
+            .get(Table::Bodies, &1u32.to_be_bytes())
+            .expect("reads"),
+        Some(b"body".to_vec())
+    );
+    // The second part overflows the map: nothing of the first is visible either.
+    let mut first = WriteBatch::new();
+    first.put(Table::Meta, b"head", b"2");
+    let err = store
+        .write_then(first, &mut || {
+            let mut rest = WriteBatch::new();
+            for i in 0u32..512 {
+                rest.put(Table::Bodies, (i + 2).to_be_bytes(), vec![7u8; 4096]);
+            }
+            rest
+        })
+        .expect_err("does not fit");
+    assert!(matches!(err, StorageError::MapFull { .. }), "{err}");
+    assert_eq!(
+        store.get(Table::Meta, b"head").expect("reads"),
+        Some(b"1".to_vec())
+    );
+}
+
+#[test]
 fn every_thread_reads_what_a_write_committed_after_its_earlier_reads() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = LmdbStore::open(dir.path(), 1 << 30).expect("open");
