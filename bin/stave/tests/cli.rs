@@ -292,6 +292,34 @@ fn benches_end_with_the_json_line_of_the_contract() {
 }
 
 #[test]
+fn bench_commit_measures_a_block_of_the_workload_asked_for() {
+    let commit = bench_json(&[
+        "bench",
+        "commit",
+        "--workload",
+        "erc20",
+        "--block-txs",
+        "30",
+        "--runs",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(commit["workload"], "erc20");
+    assert_eq!(commit["block_txs"], 30);
+    for key in ["serial_encode_us", "write_us", "speedup_commit"] {
+        assert!(
+            commit[key].as_f64().is_some_and(|v| v > 0.0),
+            "commit {key}"
+        );
+    }
+    assert!(
+        commit["journaled"]["speedup_commit"]
+            .as_f64()
+            .is_some_and(|v| v > 0.0)
+    );
+}
+
+#[test]
 fn bench_pipeline_reports_the_medians_of_its_rounds() {
     let pipeline = bench_json(&[
         "bench",

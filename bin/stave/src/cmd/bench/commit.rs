@@ -1,5 +1,6 @@
-//! `stave bench commit`: the commit stage on one executed block, its batch encoded
-//! serially and in parallel, each then written to a fresh LMDB data dir. Measured twice:
+//! `stave bench commit`: the commit stage on one executed block of a workload (transfers by
+//! default; ERC-20 blocks carry a log in every receipt), its batch encoded serially and in
+//! parallel, each then written to a fresh LMDB data dir. Measured twice:
 //! with everything a block ever writes (its data and its applied state, as the serial
 //! path wrote it: encoding and write), and as a node commits it (`Chain::commit` of a
 //! fresh chain's second block, serial and parallel: its data and its journaled state diff
@@ -8,6 +9,7 @@
 
 use std::{path::Path, time::Duration};
 
+use clap::Args;
 use serde::Serialize;
 use stave_node::{Chain, Parallelism, PreparedBlock};
 use stave_primitives::ChainSpec;
@@ -18,11 +20,24 @@ use stave_storage::{
 };
 use stave_verify::verify_serial;
 
-use super::{CHAIN_ID, StageArgs, Workload, median, median_time, micros, ratio, threads};
+use super::{BlockArgs, CHAIN_ID, Output, Workload, median, median_time, micros, ratio, threads};
+
+/// Arguments of `stave bench commit`.
+#[derive(Debug, Args)]
+pub struct CommitArgs {
+    /// What the block's transactions do.
+    #[arg(long, value_enum, default_value_t = Workload::Transfer)]
+    workload: Workload,
+    #[command(flatten)]
+    block: BlockArgs,
+    #[command(flatten)]
+    output: Output,
+}
 
 /// The JSON line: the figures of everything a block writes, and those of a node's commit.
 #[derive(Debug, Serialize)]
 struct Report {
+    workload: Workload,
     block_txs: usize,
     threads: usize,
     #[serde(flatten)]
@@ -52,11 +67,11 @@ struct Figures {
 }
 
 /// Runs the commit bench.
-pub fn run(args: StageArgs) -> anyhow::Result<()> {
+pub fn run(args: CommitArgs) -> anyhow::Result<()> {
     let n = args.block.block_txs;
-    // Two blocks of transfers from distinct senders: the first makes the chain a node's
+    // Two blocks of the workload from distinct senders: the first makes the chain a node's
     // (a state layer under the one the second pushes); the second is measured.
-    let (kind, spec) = Workload::Transfer.setup(2 * n);
+    let (kind, spec) = args.workload.setup(2 * n);
     let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
     let chain_dir = tempfile::tempdir()?;
     let chain_store = LmdbStore::open(chain_dir.path(), 1 << 30)?;
@@ -77,6 +92,7 @@ pub fn run(args: StageArgs) -> anyhow::Result<()> {
         ..prepared.input()
     };
     let report = Report {
+        workload: args.workload,
         block_txs: n,
         threads: threads(),
         applied: measure(&applied, &spec, &dir.path().join("applied"), runs)?,
@@ -89,8 +105,8 @@ pub fn run(args: StageArgs) -> anyhow::Result<()> {
         )?,
     };
     println!(
-        "commit stage, {n} txs, {} threads, median of {runs} runs",
-        report.threads
+        "commit stage, {n} txs ({:?}), {} threads, median of {runs} runs",
+        report.workload, report.threads
     );
     let applied = &report.applied;
     println!(

@@ -34,7 +34,7 @@ pub enum BenchCommand {
     /// The execute stage: serial vs parallel revm on transfer, ERC-20 and conflict blocks.
     Exec(exec::ExecArgs),
     /// The commit stage: serial vs parallel batch encoding, and the LMDB write.
-    Commit(StageArgs),
+    Commit(commit::CommitArgs),
     /// SDK signing: build + encode + sign vs the bare curve operation (DESIGN.md §5).
     Sign(sign::SignArgs),
     /// The state layers: cold state on disk, blocks without and with prefetch (DESIGN.md §5).
