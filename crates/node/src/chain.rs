@@ -840,21 +840,23 @@ impl<'s> Chain<'s> {
             let receipts_taken = AtomicBool::new(false);
             let take_receipts = || !receipts_taken.swap(true, Ordering::AcqRel);
             let (receipts_sender, receipts) = std::sync::mpsc::sync_channel(1);
+            let input = &input;
             let (layer, committed) = self.executor.join(
-                || {
+                // The sender moves in, so a panic over there drops it and ends the wait here.
+                move || {
                     if take_receipts() {
                         // Buffered: sent even if the writer no longer waits for it.
-                        let _ = receipts_sender.send(encode_receipts(&input));
+                        let _ = receipts_sender.send(encode_receipts(input));
                     }
                     prepare()
                 },
                 || {
-                    commit_block_with(self.store, &input, false, &mut || {
+                    commit_block_with(self.store, input, false, &mut || {
                         if take_receipts() {
-                            return encode_receipts(&input);
+                            return encode_receipts(input);
                         }
                         // An error only if the other thread panicked before it sent them.
-                        receipts.recv().unwrap_or_else(|_| encode_receipts(&input))
+                        receipts.recv().unwrap_or_else(|_| encode_receipts(input))
                     })
                 },
             );
