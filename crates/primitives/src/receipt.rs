@@ -14,16 +14,26 @@ pub type Receipt = alloy_consensus::ReceiptWithBloom<alloy_consensus::Receipt<Lo
 /// of the logs, so its 256 bytes (95% of a transfer's receipt) would add nothing.
 pub(crate) fn encode_without_bloom(receipt: &Receipt, out: &mut Vec<u8>) {
     let fields = &receipt.receipt;
-    let payload_length =
-        fields.status.length() + fields.cumulative_gas_used.length() + fields.logs.length();
     alloy_rlp::Header {
         list: true,
-        payload_length,
+        payload_length: payload_without_bloom(receipt),
     }
     .encode(out);
     fields.status.encode(out);
     fields.cumulative_gas_used.encode(out);
     fields.logs.encode(out);
+}
+
+/// The length of [`encode_without_bloom`]'s list payload.
+fn payload_without_bloom(receipt: &Receipt) -> usize {
+    let fields = &receipt.receipt;
+    fields.status.length() + fields.cumulative_gas_used.length() + fields.logs.length()
+}
+
+/// The length of what [`encode_without_bloom`] appends.
+fn length_without_bloom(receipt: &Receipt) -> usize {
+    let payload = payload_without_bloom(receipt);
+    alloy_rlp::length_of_length(payload) + payload
 }
 
 /// Decodes one [`encode_without_bloom`] item and computes its bloom from its logs.
@@ -56,17 +66,18 @@ fn decode_without_bloom(buf: &mut &[u8]) -> alloy_rlp::Result<Receipt> {
 /// A block's receipts as storage keeps them: an RLP list of receipts without their
 /// blooms, which [`decode_stored_receipts`] computes again.
 pub fn encode_stored_receipts(receipts: &[Receipt]) -> Vec<u8> {
-    let mut items = Vec::new();
-    receipts
-        .iter()
-        .for_each(|receipt| encode_without_bloom(receipt, &mut items));
-    let mut out = Vec::with_capacity(items.len() + 9);
+    // Measured first, so the list is written once into a buffer of its size (an ERC-20
+    // block's 2,500 receipts with a log each are ~500 KB).
+    let payload_length = receipts.iter().map(length_without_bloom).sum();
+    let mut out = Vec::with_capacity(alloy_rlp::length_of_length(payload_length) + payload_length);
     alloy_rlp::Header {
         list: true,
-        payload_length: items.len(),
+        payload_length,
     }
     .encode(&mut out);
-    out.extend_from_slice(&items);
+    receipts
+        .iter()
+        .for_each(|receipt| encode_without_bloom(receipt, &mut out));
     out
 }
 
@@ -114,6 +125,21 @@ mod tests {
             logs,
         }
         .into()
+    }
+
+    #[test]
+    fn a_stored_list_longer_than_64_kib_round_trips() {
+        let log = Log {
+            address: Address::repeat_byte(3),
+            data: LogData::new_unchecked(vec![B256::repeat_byte(4)], Bytes::from(vec![5; 32])),
+        };
+        let receipts: Vec<Receipt> = (0..2_000)
+            .map(|i| make_receipt(i % 7 != 0, vec![log.clone(); 1 + i % 2]))
+            .collect();
+        let stored = encode_stored_receipts(&receipts);
+        // The list's header gives its length in three bytes.
+        assert!(stored.len() > 1 << 16);
+        assert_eq!(decode_stored_receipts(&stored).expect("decodes"), receipts);
     }
 
     #[test]
