@@ -10,8 +10,8 @@ use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256, keccak256};
 use criterion::{Criterion, criterion_group, criterion_main};
 use stave_exec::{AccountDiff, AccountState, ParallelExecutor, StateDiff};
 use stave_primitives::{
-    GlobalPoolLeaves, LeafHasher, Receipt, SerialLeaves, receipts_and_state_roots, receipts_root,
-    state_root,
+    GlobalPoolLeaves, LeafHasher, Receipt, ReceiptLeaves, SerialLeaves, receipts_and_state_roots,
+    receipts_root, state_root,
 };
 
 const ACCOUNTS: u64 = 5_000;
@@ -75,7 +75,15 @@ fn roots(c: &mut Criterion) {
         })
     });
     group.bench_function("together", |b| {
-        b.iter(|| receipts_and_state_roots(&receipts, B256::ZERO, &diff, &executor))
+        b.iter(|| {
+            receipts_and_state_roots(
+                &receipts,
+                &ReceiptLeaves::default(),
+                B256::ZERO,
+                &diff,
+                &executor,
+            )
+        })
     });
     group.finish();
 }

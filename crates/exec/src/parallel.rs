@@ -19,6 +19,8 @@
 //! - From the first chunk that fails that check on, transactions are committed one by
 //!   one: a speculation whose reads still hold against the state committed so far is
 //!   applied, any other transaction is executed again on that state.
+//! - Where the calling thread would wait (for a speculator, for a merge), it hashes the
+//!   receipts root's leaves whose receipts are final, so fewer are left for the roots.
 //!
 //! So the result equals [`execute_serial`]'s for any block and any thread count: every
 //! result applied was computed from the values serial execution reads. Independent
@@ -353,7 +355,7 @@ impl ParallelExecutor {
         here: impl FnOnce() -> H,
     ) -> (T, H) {
         match &self.pool {
-            Some(pool) => side_by_side(pool, there, here),
+            Some(pool) => side_by_side(pool, there, |_| here()),
             None => (there(), here()),
         }
     }
@@ -428,6 +430,8 @@ impl ParallelExecutor {
                         )
                     })
                 });
+            // Waiting for a speculator, this thread hashes its chunk's receipts ahead.
+            while !speculators.done() && tally.hash_receipt_leaf() {}
             speculators.wait();
             ran
         });
@@ -475,7 +479,12 @@ impl ParallelExecutor {
                 let ((), recorded) = side_by_side(
                     pool,
                     || sorted.append(diff, checked_after),
-                    || record_whole_chunk(&mut tally, range, runs),
+                    |merged| {
+                        let recorded = record_whole_chunk(&mut tally, range, runs);
+                        // Then receipts are hashed ahead until the merge is done.
+                        while !merged() && tally.hash_receipt_leaf() {}
+                        recorded
+                    },
                 );
                 recorded?;
                 spare_logs.keep(logs);
@@ -569,17 +578,18 @@ fn chunk_holds(chunk: &SpeculatedChunk, tally: &Tally<'_>, committed: &impl Comm
 }
 
 /// Runs `there` on `pool` and `here` on this thread, and returns both results. Unlike
-/// `pool.join` called from outside the pool, the calling thread works too.
+/// `pool.join` called from outside the pool, the calling thread works too. `here` is
+/// handed a probe that tells whether `there` is done, to stop work it does meanwhile.
 fn side_by_side<T: Send, H>(
     pool: &rayon::ThreadPool,
     there: impl FnOnce() -> T + Send,
-    here: impl FnOnce() -> H,
+    here: impl FnOnce(&dyn Fn() -> bool) -> H,
 ) -> (T, H) {
     let mut far = None;
     let spawned = Spawned::default();
     let near = pool.in_place_scope(|scope| {
         spawned.spawn(scope, || far = Some(there()));
-        let near = here();
+        let near = here(&|| spawned.done());
         spawned.wait();
         near
     });
@@ -612,10 +622,15 @@ impl Spawned {
         });
     }
 
+    /// True when every spawned job has run.
+    fn done(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 0
+    }
+
     /// Spins until every spawned job has run, or for [`Spawned::SPIN_FOR`] at most.
     fn wait(&self) {
         let started = Instant::now();
-        while self.0.load(Ordering::Acquire) != 0 && started.elapsed() < Self::SPIN_FOR {
+        while !self.done() && started.elapsed() < Self::SPIN_FOR {
             std::hint::spin_loop();
         }
     }

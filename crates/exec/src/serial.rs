@@ -7,10 +7,12 @@
 use std::{ops::Range, sync::atomic::AtomicU64};
 
 use alloy_consensus::Transaction as _;
-use alloy_primitives::U256;
+use alloy_primitives::{B256, U256};
 use parking_lot::RwLock;
 use revm::context_interface::ContextTr;
-use stave_primitives::{Header, Receipt, RecoveredTx, StateDiff};
+use stave_primitives::{
+    Header, LeafHasher, Receipt, ReceiptLeaves, RecoveredTx, StateDiff, receipts_and_state_roots,
+};
 
 use crate::{
     db::{BlockDb, Changes, Overlay, Reusable, WriteLog, credit},
@@ -38,7 +40,7 @@ pub struct SkippedTx {
 }
 
 /// The result of executing a block.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ExecutionOutcome {
     /// Positions (in the input) of the included transactions, in order.
     pub included: Vec<usize>,
@@ -52,7 +54,49 @@ pub struct ExecutionOutcome {
     pub diff: StateDiff,
     /// Transactions left out (always empty in [`Mode::Validate`]).
     pub skipped: Vec<SkippedTx>,
+    /// The first leaves of the receipts root, hashed while an executing thread would
+    /// otherwise have waited: [`ExecutionOutcome::roots`] skips them.
+    receipt_leaves: ReceiptLeaves,
 }
+
+impl ExecutionOutcome {
+    /// The block's `receipts_root` and `state_root` over `parent_root`, as
+    /// [`receipts_and_state_roots`] gives them for `receipts` and `diff` as executed,
+    /// their leaves hashed by `hasher` (bar those hashed during execution).
+    pub fn roots(&self, parent_root: B256, hasher: &dyn LeafHasher) -> (B256, B256) {
+        receipts_and_state_roots(
+            &self.receipts,
+            &self.receipt_leaves,
+            parent_root,
+            &self.diff,
+            hasher,
+        )
+    }
+}
+
+/// Outcomes are equal when they hold the same results: how many receipt leaves were
+/// hashed ahead (which depends on how the threads met) is work done, not a result.
+impl PartialEq for ExecutionOutcome {
+    fn eq(&self, other: &Self) -> bool {
+        let Self {
+            included,
+            receipts,
+            gas_used,
+            fees,
+            diff,
+            skipped,
+            receipt_leaves: _,
+        } = self;
+        *included == other.included
+            && *receipts == other.receipts
+            && *gas_used == other.gas_used
+            && *fees == other.fees
+            && *diff == other.diff
+            && *skipped == other.skipped
+    }
+}
+
+impl Eq for ExecutionOutcome {}
 
 /// The block's running totals, fed transaction by transaction in block order by the
 /// serial executor and by the parallel executor's committer alike.
@@ -71,6 +115,7 @@ impl<'h> Tally<'h> {
             fees: U256::ZERO,
             diff: StateDiff::default(),
             skipped: Vec::new(),
+            receipt_leaves: ReceiptLeaves::default(),
         };
         Self {
             header,
@@ -102,6 +147,14 @@ impl<'h> Tally<'h> {
             format!("gas limit {gas_limit} exceeds the block's remaining {remaining}"),
         )?;
         Ok(false)
+    }
+
+    /// Hashes the next leaf of the receipts root if its receipts are all recorded; false
+    /// when they are not (see [`ReceiptLeaves`]).
+    pub(crate) fn hash_receipt_leaf(&mut self) -> bool {
+        self.outcome
+            .receipt_leaves
+            .hash_next(&self.outcome.receipts)
     }
 
     /// Gas the block has left for the transactions still to come.

@@ -4,10 +4,10 @@
 
 mod support;
 
-use alloy_primitives::{Address, Bytes, TxKind};
+use alloy_primitives::{Address, B256, Bytes, TxKind};
 use proptest::prelude::*;
 use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor, execute_serial};
-use stave_primitives::RecoveredTx;
+use stave_primitives::{RecoveredTx, SerialLeaves};
 use stave_sdk::erc20_transfer_calldata;
 use support::*;
 
@@ -150,6 +150,12 @@ fn assert_same(parallel: &ExecutionOutcome, serial: &ExecutionOutcome, threads: 
         );
     }
     assert_eq!(parallel, serial, "{threads} threads");
+    // The parallel executor hashes receipt leaves ahead while its threads wait.
+    assert_eq!(
+        parallel.roots(B256::ZERO, &SerialLeaves),
+        serial.roots(B256::ZERO, &SerialLeaves),
+        "{threads} threads: roots"
+    );
 }
 
 fn executors() -> Vec<ParallelExecutor> {

@@ -26,7 +26,7 @@ use stave_exec::StateReader;
 use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor};
 use stave_primitives::{
     Block, ChainSpec, GlobalPoolLeaves, Header, LeafHasher, Receipt, RecoveredTx, SealedBlock,
-    SerialLeaves, StateDiff, merkle_root, receipts_and_state_roots, state_root,
+    SerialLeaves, StateDiff, merkle_root, state_root,
 };
 use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, Prefetcher, SpeculativeLayer, StateLayers};
 use stave_storage::{
@@ -683,12 +683,8 @@ impl<'s> Chain<'s> {
             .map(|&i| (txs[i].tx.clone(), txs[i].sender))
             .unzip();
         header.gas_used = outcome.gas_used;
-        (header.receipts_root, header.state_root) = receipts_and_state_roots(
-            &outcome.receipts,
-            parent.state_root,
-            &outcome.diff,
-            self.leaf_hasher(ExecuteOn::AllThreads),
-        );
+        (header.receipts_root, header.state_root) =
+            outcome.roots(parent.state_root, self.leaf_hasher(ExecuteOn::AllThreads));
         let mut block = Block {
             header,
             transactions,
@@ -1087,12 +1083,7 @@ impl<'s> Chain<'s> {
     ) -> Result<ExecutionOutcome, ImportError> {
         let outcome = self.execute(state, block.header(), recovered, Mode::Validate, on)?;
         let header = block.header();
-        let (receipts_root, state_root) = receipts_and_state_roots(
-            &outcome.receipts,
-            parent.state_root,
-            &outcome.diff,
-            self.leaf_hasher(on),
-        );
+        let (receipts_root, state_root) = outcome.roots(parent.state_root, self.leaf_hasher(on));
         let claims = [
             (
                 "gas_used",

@@ -32,7 +32,8 @@ pub use merkle::{
     GlobalPoolLeaves, ITEMS_PER_LEAF, LeafHasher, SerialLeaves, chunked_root, merkle_root,
 };
 pub use receipt::{
-    Receipt, block_bloom, decode_stored_receipts, encode_stored_receipts, receipts_root,
+    Receipt, ReceiptLeaves, block_bloom, decode_stored_receipts, encode_stored_receipts,
+    receipts_root,
 };
 pub use state::{
     AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, StateDiff, receipts_and_state_roots,

@@ -110,7 +110,7 @@ pub fn chunked_root<T: Sync>(
     encode: impl Fn(&T, &mut Vec<u8>) + Sync,
     hasher: &dyn LeafHasher,
 ) -> B256 {
-    chunked_roots(&[&Chunked::new(items, encode)], hasher)[0]
+    chunked_roots(&[(&[], &Chunked::new(items, encode))], hasher)[0]
 }
 
 /// A list a [`chunked_root`] commits to, seen as its leaves.
@@ -159,9 +159,13 @@ impl<T: Sync, E: Fn(&T, &mut Vec<u8>) + Sync> LeafList for Chunked<'_, T, E> {
 /// The [`chunked_root`] of each of `lists`, their leaves hashed together: the leaves of all
 /// of them, one after another, are cut into as many parts as `hasher` asks for, so the
 /// threads share the work of both of a block's roots and are handed work once, not once
-/// per root.
-pub(crate) fn chunked_roots(lists: &[&dyn LeafList], hasher: &dyn LeafHasher) -> Vec<B256> {
-    let counts: Vec<usize> = lists.iter().map(|list| list.leaves()).collect();
+/// per root. Each list comes as the hashes of its first leaves, hashed ahead, and the
+/// leaves after them, to hash here.
+pub(crate) fn chunked_roots(
+    lists: &[(&[B256], &dyn LeafList)],
+    hasher: &dyn LeafHasher,
+) -> Vec<B256> {
+    let counts: Vec<usize> = lists.iter().map(|(_, list)| list.leaves()).collect();
     let leaves: usize = counts.iter().sum();
     let parts = hasher.parts().min(leaves / MIN_LEAVES_PER_PART).max(1);
     // Part `i` hashes its share of the leaves of the lists laid end to end.
@@ -172,7 +176,7 @@ pub(crate) fn chunked_roots(lists: &[&dyn LeafList], hasher: &dyn LeafHasher) ->
         );
         let mut hashed = Vec::with_capacity(end - start);
         let mut offset = 0;
-        for (list, count) in lists.iter().zip(&counts) {
+        for ((_, list), count) in lists.iter().zip(&counts) {
             let within = |leaf: usize| leaf.clamp(offset, offset + count) - offset;
             list.hash_leaves(within(start)..within(end), &mut hashed);
             offset += count;
@@ -185,12 +189,17 @@ pub(crate) fn chunked_roots(lists: &[&dyn LeafList], hasher: &dyn LeafHasher) ->
         hasher.hash_parts(parts, &hash_part).concat()
     };
     let mut rest = hashed.as_slice();
-    counts
+    lists
         .iter()
-        .map(|&count| {
+        .zip(counts)
+        .map(|((ahead, _), count)| {
             let (list, later) = rest.split_at(count);
             rest = later;
-            merkle_root(list)
+            if ahead.is_empty() {
+                merkle_root(list)
+            } else {
+                merkle_root(&[ahead, list].concat())
+            }
         })
         .collect()
 }

@@ -3,7 +3,7 @@
 use alloy_primitives::{B256, Bloom, Log};
 use alloy_rlp::{Decodable, Encodable};
 
-use crate::merkle::{LeafHasher, chunked_root};
+use crate::merkle::{Chunked, ITEMS_PER_LEAF, LeafHasher, LeafList, chunked_root};
 
 /// A receipt as Ethereum defines it (status, cumulative gas used, logs) with its logs
 /// bloom, in alloy's types so RPC clients read it unchanged.
@@ -109,6 +109,36 @@ pub fn block_bloom(receipts: &[Receipt]) -> Bloom {
 /// and the Merkle path.
 pub fn receipts_root(receipts: &[Receipt], hasher: &dyn LeafHasher) -> B256 {
     chunked_root(receipts, encode_without_bloom, hasher)
+}
+
+/// The first leaves of a block's `receipts_root`, hashed ahead while the receipts after
+/// them are still to come, by a thread that would otherwise wait (the parallel executor's,
+/// for a chunk or a merge to end): [`crate::receipts_and_state_roots`] hashes only the
+/// leaves after them.
+#[derive(Debug, Clone, Default)]
+pub struct ReceiptLeaves(Vec<B256>);
+
+impl ReceiptLeaves {
+    /// Hashes the next leaf of `receipts` once all of its [`ITEMS_PER_LEAF`] receipts are
+    /// there; false when they are not. `receipts` must begin with the receipts the leaves
+    /// so far were hashed from: receipts are only ever added to a block's list.
+    pub fn hash_next(&mut self, receipts: &[Receipt]) -> bool {
+        let next = self.0.len();
+        if receipts.len() < (next + 1) * ITEMS_PER_LEAF {
+            return false;
+        }
+        Chunked::new(receipts, encode_without_bloom).hash_leaves(next..next + 1, &mut self.0);
+        true
+    }
+
+    /// The leaves hashed so far, and the receipts after them, of `receipts`; none hashed
+    /// if there are more than `receipts` has (hashed from another list).
+    pub(crate) fn split<'r>(&self, receipts: &'r [Receipt]) -> (&[B256], &'r [Receipt]) {
+        match receipts.get(self.0.len() * ITEMS_PER_LEAF..) {
+            Some(rest) => (&self.0, rest),
+            None => (&[], receipts),
+        }
+    }
 }
 
 #[cfg(test)]

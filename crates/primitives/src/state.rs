@@ -8,7 +8,7 @@ use alloy_primitives::{Address, B256, Bytes, KECCAK256_EMPTY, U256, keccak256};
 use crate::{
     ChainSpec,
     merkle::{Chunked, LeafHasher, chunked_root, chunked_roots},
-    receipt::{Receipt, encode_without_bloom},
+    receipt::{Receipt, ReceiptLeaves, encode_without_bloom},
 };
 
 /// An account as state stores it.
@@ -387,18 +387,21 @@ pub fn state_root(parent_root: B256, diff: &StateDiff, hasher: &dyn LeafHasher) 
 /// A block's `receipts_root` and `state_root` (as [`crate::receipts_root`] and [`state_root`]
 /// give them), their leaves hashed together: one handing of work to `hasher`'s threads
 /// instead of two, and neither root's short tail (its last leaves, its Merkle top) leaves
-/// a thread idle while the other still hashes.
+/// a thread idle while the other still hashes. `ahead` holds leaves of `receipts` already
+/// hashed, skipped here (or none: `ReceiptLeaves::default()`).
 pub fn receipts_and_state_roots(
     receipts: &[Receipt],
+    ahead: &ReceiptLeaves,
     parent_root: B256,
     diff: &StateDiff,
     hasher: &dyn LeafHasher,
 ) -> (B256, B256) {
     let units = units(diff);
+    let (hashed, rest) = ahead.split(receipts);
     let roots = chunked_roots(
         &[
-            &Chunked::new(receipts, encode_without_bloom),
-            &Chunked::new(&units, Unit::encode),
+            (hashed, &Chunked::new(rest, encode_without_bloom)),
+            (&[], &Chunked::new(&units, Unit::encode)),
         ],
         hasher,
     );
@@ -437,7 +440,7 @@ fn seal(parent_root: B256, diff_root: B256) -> B256 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{SerialLeaves, merkle::PartsSeen};
+    use crate::{ITEMS_PER_LEAF, SerialLeaves, merkle::PartsSeen};
 
     fn diff(balance: u64) -> StateDiff {
         let mut diff = StateDiff::default();
@@ -709,25 +712,66 @@ mod tests {
                 crate::receipts_root(&receipts, &SerialLeaves),
                 state_root(parent, &diff, &SerialLeaves),
             );
-            for threads in [1, 2, 3, 8] {
-                let hasher = PartsSeen {
-                    threads,
-                    seen: Default::default(),
-                };
-                assert_eq!(
-                    receipts_and_state_roots(&receipts, parent, &diff, &hasher),
-                    alone,
-                    "{} receipts, {accounts_changed} accounts, {threads} threads",
-                    receipts.len()
-                );
-                // Handed to the threads once, not once per root.
-                let seen = hasher.seen.lock().expect("not poisoned");
-                if receipts.len() == 2_500 && threads > 1 {
-                    assert_eq!(*seen, [threads]);
-                } else {
-                    assert!(seen.len() <= 1);
+            // With none, one and every whole leaf of the receipts hashed ahead.
+            let whole_leaves = receipts.len() / ITEMS_PER_LEAF;
+            for hashed_ahead in [0, whole_leaves.min(1), whole_leaves] {
+                let mut ahead = ReceiptLeaves::default();
+                for _ in 0..hashed_ahead {
+                    assert!(ahead.hash_next(&receipts));
+                }
+                for threads in [1, 2, 3, 8] {
+                    let hasher = PartsSeen {
+                        threads,
+                        seen: Default::default(),
+                    };
+                    assert_eq!(
+                        receipts_and_state_roots(&receipts, &ahead, parent, &diff, &hasher),
+                        alone,
+                        "{} receipts ({hashed_ahead} leaves ahead), {accounts_changed} accounts, \
+                         {threads} threads",
+                        receipts.len()
+                    );
+                    // Handed to the threads once, not once per root.
+                    let seen = hasher.seen.lock().expect("not poisoned");
+                    if receipts.len() == 2_500 && threads > 1 {
+                        assert_eq!(*seen, [threads]);
+                    } else {
+                        assert!(seen.len() <= 1);
+                    }
                 }
             }
         }
+    }
+
+    #[test]
+    fn receipt_leaves_are_hashed_ahead_only_when_whole_and_only_from_their_own_list() {
+        let receipt = |i: u64| -> Receipt {
+            alloy_consensus::Receipt {
+                status: true.into(),
+                cumulative_gas_used: 21_000 * (i + 1),
+                logs: vec![],
+            }
+            .into()
+        };
+        let receipts: Vec<Receipt> = (0..2 * ITEMS_PER_LEAF as u64 - 1).map(receipt).collect();
+        let mut ahead = ReceiptLeaves::default();
+        assert!(!ahead.hash_next(&receipts[..ITEMS_PER_LEAF - 1]));
+        assert!(ahead.hash_next(&receipts[..ITEMS_PER_LEAF]));
+        // The second leaf lacks its last receipt, here and in the whole list.
+        assert!(!ahead.hash_next(&receipts));
+        let diff = StateDiff::default();
+        let root = |receipts: &[Receipt], ahead: &ReceiptLeaves| {
+            receipts_and_state_roots(receipts, ahead, B256::ZERO, &diff, &SerialLeaves).0
+        };
+        assert_eq!(
+            root(&receipts, &ahead),
+            crate::receipts_root(&receipts, &SerialLeaves)
+        );
+        // Leaves of a longer list than the one given are not used.
+        let short = &receipts[..ITEMS_PER_LEAF - 1];
+        assert_eq!(
+            root(short, &ahead),
+            crate::receipts_root(short, &SerialLeaves)
+        );
     }
 }
