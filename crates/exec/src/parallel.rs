@@ -21,7 +21,8 @@
 //!   applied, any other transaction is executed again on that state.
 //! - Where the calling thread would wait (for a speculator, for a merge), it hashes the
 //!   receipts root's leaves whose receipts are final, so fewer are left for the roots.
-//!   A speculator's thread, done, waits for the merge it will run spinning, not asleep.
+//!   A speculator's thread, done, waits awake for the merge it will run, the merging
+//!   thread for the block's roots, and the roots' for the commit stage (`linger`).
 //!
 //! So the result equals [`execute_serial`]'s for any block and any thread count: every
 //! result applied was computed from the values serial execution reads. Independent
@@ -393,7 +394,6 @@ impl ParallelExecutor {
         let mut speculated: Vec<Option<Result<SpeculatedChunk, ExecError>>> =
             later.iter().map(|_| None).collect();
         let gave_up = &AtomicBool::new(false);
-        let standby = &Standby::default();
         // Speculators run on the executor's pool, whose threads (and their allocator
         // caches) live across blocks; the first chunk runs here, then sorts its changes
         // while the speculators sort theirs, unless one gave up (its chunk will be
@@ -417,7 +417,7 @@ impl ParallelExecutor {
                     }));
                     spare.keep(changes.into_inner());
                     // This thread will most likely merge the chunk: it waits awake.
-                    standby.hold(pool);
+                    linger(pool, LINGER_FOR);
                 });
             }
             // Room for the later chunks' changes to be merged in place: two accounts a
@@ -482,9 +482,12 @@ impl ParallelExecutor {
                     .unwrap_or_else(|| SortedChanges::new(overlay.take_diff(0)));
                 let ((), recorded) = side_by_side(
                     pool,
-                    || sorted.append(diff, checked_after),
+                    || {
+                        sorted.append(diff, checked_after);
+                        // The block's roots come next.
+                        linger(pool, LINGER_FOR);
+                    },
                     |merged| {
-                        standby.release();
                         let recorded = record_whole_chunk(&mut tally, range, runs);
                         // Then receipts are hashed ahead until the merge is done.
                         while !merged() && tally.hash_receipt_leaf() {}
@@ -560,7 +563,11 @@ impl LeafHasher for ParallelExecutor {
         let helpers = Spawned::default();
         pool.in_place_scope(|scope| {
             for _ in 0..pool.current_num_threads().min(parts.saturating_sub(1)) {
-                helpers.spawn(scope, take_parts);
+                helpers.spawn(scope, || {
+                    take_parts();
+                    // The commit stage's halves ([`ParallelExecutor::join`]) come next.
+                    linger(pool, LINGER_FOR);
+                });
             }
             take_parts();
             helpers.wait();
@@ -601,46 +608,58 @@ fn side_by_side<T: Send, H>(
     (far.expect("the scope ran the spawned task"), near)
 }
 
-/// Keeps the executor's pool threads spinning from the end of their speculators until the
-/// merge that follows, so that the thread that merges is awake when the merge is spawned:
-/// a rayon worker left without work sleeps after a few yields, and a sleeping thread came
-/// back 30-60 µs later (see [`Spawned`]). Released when the merge starts or the block's
-/// execution ends, or after [`Standby::SPIN_FOR`].
-///
-/// `bench exec`, medians over 17 blocks of 2,500 transfers (11 of ERC-20 transfers), from
-/// the check of a speculated chunk to the end of its merge: transfers 176-187 µs without,
-/// 124-132 µs with; ERC-20 transfers 261-307 µs and 206-226 µs.
-#[derive(Debug, Default)]
-struct Standby(Arc<AtomicBool>);
+/// How long a pool thread that [`linger`]s waits awake for its next job.
+const LINGER_FOR: Duration = Duration::from_micros(500);
 
-impl Standby {
-    /// The longest a pool thread spins: about the widest gap seen between two chunks of a
-    /// transfer block finishing, plus the check of the later one's reads.
-    const SPIN_FOR: Duration = Duration::from_micros(500);
-
-    /// Called at the end of a job on `pool`: keeps its thread spinning, in a job of its
-    /// own (the calling job ends, and the scope it belongs to can), until released.
-    fn hold(&self, pool: &rayon::ThreadPool) {
-        self.0.store(true, Ordering::Release);
-        let held = Arc::clone(&self.0);
-        pool.spawn(move || {
-            let until = Instant::now() + Self::SPIN_FOR;
-            while held.load(Ordering::Acquire) && Instant::now() < until {
-                std::hint::spin_loop();
-            }
-        });
-    }
-
-    /// Lets the spinning threads go: to the job just spawned, or to sleep.
-    fn release(&self) {
-        self.0.store(false, Ordering::Release);
-    }
+/// Where a thread is in a [`linger`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lingering {
+    /// Not lingering.
+    No,
+    /// Waiting for its next job, or running it.
+    Yes,
+    /// The job it ran asked to linger again.
+    Renewed,
 }
 
-impl Drop for Standby {
-    fn drop(&mut self) {
-        self.release();
+thread_local! {
+    static LINGERING: std::cell::Cell<Lingering> = const { std::cell::Cell::new(Lingering::No) };
+}
+
+/// Called at the end of a job on `pool` that another job on it follows closely (a
+/// speculator by the merge, the merge by the block's roots, the roots by the commit
+/// stage's halves): keeps the thread awake for `wait` ([`LINGER_FOR`]) in a job of its
+/// own (the calling job ends, and the scope it belongs to can), running the next job as
+/// it comes. A rayon worker left without work sleeps after a few yields, and a sleeping
+/// thread came back 30-60 µs later (see [`Spawned`]). A job run while lingering that
+/// lingers too extends the wait rather than nesting another.
+///
+/// `bench exec`, medians over 17 blocks of 2,500 transfers (11 of ERC-20 transfers), from
+/// the check of a speculated chunk to the end of its merge: transfers 176-187 µs with the
+/// speculators' threads left to sleep, 124-132 µs with them awake; ERC-20 transfers
+/// 261-307 µs and 206-226 µs.
+fn linger(pool: &rayon::ThreadPool, wait: Duration) {
+    if LINGERING.with(|state| state.get()) != Lingering::No {
+        LINGERING.with(|state| state.set(Lingering::Renewed));
+        return;
     }
+    pool.spawn(move || {
+        LINGERING.with(|state| state.set(Lingering::Yes));
+        let mut until = Instant::now() + wait;
+        while Instant::now() < until {
+            match rayon::yield_now() {
+                Some(rayon::Yield::Executed) => {
+                    let asked = LINGERING.with(|state| state.replace(Lingering::Yes));
+                    if asked != Lingering::Renewed {
+                        break;
+                    }
+                    until = Instant::now() + wait;
+                }
+                _ => std::hint::spin_loop(),
+            }
+        }
+        LINGERING.with(|state| state.set(Lingering::No));
+    });
 }
 
 /// Jobs spawned on the executor's pool from the calling thread, which waits for them by
@@ -893,28 +912,28 @@ mod tests {
     }
 
     #[test]
-    fn a_pool_thread_on_standby_takes_the_next_job_once_released_or_past_its_bound() {
+    fn a_lingering_thread_runs_the_next_job_and_lingers_on_only_when_it_asks() {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
             .build()
             .expect("a thread");
-        for release in [false, true] {
-            let standby = Standby::default();
-            let held = Instant::now();
-            pool.install(|| standby.hold(&pool));
-            let (ran, waited) = std::sync::mpsc::channel();
-            pool.spawn(move || ran.send(held.elapsed()).expect("the test waits"));
-            if release {
-                standby.release();
-            }
-            let waited = waited
-                .recv_timeout(Duration::from_secs(10))
-                .expect("the job behind the standby ran");
-            if !release {
-                // Behind the spin, which started after `held`, the job waits out its bound.
-                assert!(waited >= Standby::SPIN_FOR, "held {waited:?}");
-            }
-        }
+        // Long enough for this thread to hand the next job over however late it wakes.
+        let long = Duration::from_secs(10);
+        let state = || pool.install(|| LINGERING.with(std::cell::Cell::get));
+        pool.install(|| linger(&pool, long));
+        assert_eq!(state(), Lingering::Yes, "run by the lingering thread");
+        assert_eq!(state(), Lingering::No, "that job did not ask for more");
+        pool.install(|| linger(&pool, long));
+        let asked = pool.install(|| {
+            linger(&pool, long);
+            LINGERING.with(std::cell::Cell::get)
+        });
+        assert_eq!(asked, Lingering::Renewed, "no second linger nested");
+        assert_eq!(state(), Lingering::Yes, "the linger went on");
+        assert_eq!(state(), Lingering::No);
+        pool.install(|| linger(&pool, Duration::from_millis(1)));
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(state(), Lingering::No, "a linger ends on its own");
     }
 
     #[test]
