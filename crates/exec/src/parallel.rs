@@ -416,8 +416,11 @@ impl ParallelExecutor {
                         took: started.elapsed(),
                     }));
                     spare.keep(changes.into_inner());
-                    // This thread will most likely merge the chunk: it waits awake.
-                    linger(pool, LINGER_FOR);
+                    // This thread will most likely merge the chunk: it waits awake, unless
+                    // a speculator gave up (the chunks are then committed one by one).
+                    if !gave_up.load(Ordering::Relaxed) {
+                        linger(pool, LINGER_FOR);
+                    }
                 });
             }
             // Room for the later chunks' changes to be merged in place: two accounts a
