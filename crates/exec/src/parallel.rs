@@ -487,7 +487,7 @@ impl ParallelExecutor {
                     pool,
                     || {
                         sorted.append(diff, checked_after);
-                        // The block's roots come next.
+                        // The next chunk's merge, or the block's roots, comes next.
                         linger(pool, LINGER_FOR);
                     },
                     |merged| {
