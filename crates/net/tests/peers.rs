@@ -179,7 +179,10 @@ async fn a_blocked_peer_is_banned_and_disconnected_at_once() {
 async fn simultaneous_dials_settle_on_one_connection_that_stays() {
     let chain = Chain::new(2);
     // 0 dials 1's port before 1 is up (its dial loop retries); 1 comes up dialling 0.
-    let port = free_port();
+    // The port stays bound until 1 takes it: a port the kernel hands out for `bind(0)` is
+    // one it may also give a dial of 0's as its local port, and 0 would connect to itself.
+    let reserved = reserved_port();
+    let port = reserved.local_addr().expect("address").port();
     let a = chain
         .start(
             0,
@@ -190,6 +193,7 @@ async fn simultaneous_dials_settle_on_one_connection_that_stays() {
             |_| {},
         )
         .await;
+    drop(reserved);
     let b = chain
         .start(1, vec![chain.peer(0, &a)], |config| {
             config.listen = format!("127.0.0.1:{port}").parse().expect("address");
@@ -217,12 +221,15 @@ async fn simultaneous_dials_settle_on_one_connection_that_stays() {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("binds")
-        .local_addr()
-        .expect("address")
-        .port()
+/// A socket bound to a port free on localhost: no outgoing connection takes the port as
+/// its local port while the socket holds it, and, as it does not listen, a dial to the
+/// port is refused as if nothing were there.
+fn reserved_port() -> tokio::net::TcpSocket {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("address"))
+        .expect("binds");
+    socket
 }
 
 #[tokio::test]
