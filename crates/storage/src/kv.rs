@@ -290,7 +290,9 @@ pub trait KvStore: Send + Sync {
 
     /// Applies `batch` atomically and durably: when this returns `Ok`, the batch survives a
     /// crash; when it returns `Err` (or the process dies first), none of it is visible.
-    fn write(&self, batch: WriteBatch<'_>) -> Result<(), StorageError>;
+    fn write(&self, batch: WriteBatch<'_>) -> Result<(), StorageError> {
+        self.write_then(batch, &mut WriteBatch::new)
+    }
 
     /// Applies `first`, then the batch `rest` gives, as one [`KvStore::write`]: `rest` is
     /// called once `first` is applied, so it may wait for a part of the write that another

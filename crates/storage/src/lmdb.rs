@@ -195,10 +195,6 @@ impl KvStore for LmdbStore {
         Ok(value)
     }
 
-    fn write(&self, batch: WriteBatch<'_>) -> Result<(), StorageError> {
-        self.write_then(batch, &mut WriteBatch::new)
-    }
-
     fn write_then(
         &self,
         first: WriteBatch<'_>,
