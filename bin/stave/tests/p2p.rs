@@ -125,6 +125,14 @@ fn a_follower_gossips_txs_imports_blocks_and_catches_up_after_sigkill() {
     let producer = members[0].launch();
     let mut follower = members[1].launch();
 
+    // Transactions are gossiped once, to the peers connected then: the transfer goes out
+    // once the follower is connected to the producer.
+    wait_for("the follower to connect", || {
+        follower
+            .metrics()
+            .lines()
+            .any(|line| line == "stave_net_peers 1")
+    });
     // A transfer sent to the follower reaches the producer by gossip and is included.
     let alice = LocalSigner::from_secret(&ALICE_KEY.parse::<B256>().expect("hex")).expect("key");
     let tx = alice.sign_tx(TxBuilder::new(1337, 4_000_000_000).transfer(
