@@ -229,7 +229,7 @@ impl StateDiff {
     /// accounts are ~700 KB, and a merge into a new list faulted all of it in afresh on
     /// the executor's critical path, where this touches only the room the later list
     /// fills, and moves none of the earlier changes that sort before every later one.
-    /// Each change moves once, as a block of memory: a merge of safe swaps through
+    /// A change moves at most once, in a block of memory: a merge of safe swaps through
     /// default-filled room wrote every moved change twice, and first counted the shared
     /// addresses to size the room (a pass over both lists). Merging the chunks of a block
     /// of 2,500 transfers (`stave bench exec`, medians): 124 µs → 65 µs.
