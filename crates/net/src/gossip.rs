@@ -19,11 +19,11 @@ use alloy_primitives::{Address, B256, keccak256};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use stave_codec::{IndexedList, encode_indexed};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
 use crate::{
     compact::{BlockParts, CompactError, FifoMap, Rebuild, decode_compact},
-    frame::ProtocolId,
+    frame::{Frame, ProtocolId},
     peers::{Inbound, NetError, Network, short_id},
     score::{NodeId, Offence},
 };
@@ -50,6 +50,14 @@ pub trait TxAdmission: Send + Sync + 'static {
     /// Admits transactions received from a peer (verifying them and caching their senders);
     /// returns, for each, whether it was accepted. Runs on a blocking thread.
     fn admit(&self, txs: &[Bytes]) -> Vec<bool>;
+
+    /// The transactions the pool holds, in their wire form, offered to each peer that
+    /// connects: a transaction admitted while no peer was connected (a partition, a node
+    /// just started) is gossiped only to the peers connected then, and reaches the rest
+    /// this way. None by default. Runs on a blocking thread.
+    fn held(&self) -> Vec<Bytes> {
+        Vec::new()
+    }
 }
 
 /// The node's committed blocks, as peers catching up ask for them.
@@ -183,6 +191,7 @@ impl Gossip {
     ) -> (Gossip, mpsc::Receiver<ReceivedBlock>) {
         let (batches, batch_queue) = mpsc::unbounded_channel();
         let (blocks_out, blocks) = mpsc::channel(64);
+        let connected = network.connected_peers();
         let txs = network.register(GROUP, TXS, config.backlog);
         let compact = network.register(GROUP, COMPACT_BLOCK, config.backlog);
         let requests = network.register(GROUP, BLOCK_TXS, config.backlog);
@@ -205,6 +214,7 @@ impl Gossip {
         };
         tokio::spawn(gossip.clone().batch_loop(batch_queue));
         tokio::spawn(gossip.clone().tx_loop(txs));
+        tokio::spawn(gossip.clone().greet_loop(connected));
         tokio::spawn(gossip.clone().compact_loop(compact));
         tokio::spawn(gossip.clone().request_loop(requests));
         tokio::spawn(
@@ -317,20 +327,73 @@ impl Gossip {
         }
     }
 
-    fn send_batch(&self, origin: Option<NodeId>, txs: &[Bytes]) {
-        let network = &self.inner.network;
-        let payload = match encode_indexed(txs, |tx, out| out.extend_from_slice(tx)) {
-            Ok(payload) => payload,
+    /// `txs` as one gossip frame; `None` (logged) when they cannot be encoded.
+    fn batch_frame(&self, txs: &[Bytes]) -> Option<Frame> {
+        match encode_indexed(txs, |tx, out| out.extend_from_slice(tx)) {
+            Ok(payload) => Some(self.inner.network.frame(
+                ProtocolId::request(GROUP, TXS),
+                0,
+                Bytes::from(payload),
+            )),
             Err(error) => {
                 tracing::warn!(%error, "tx batch not encodable");
-                return;
+                None
             }
+        }
+    }
+
+    fn send_batch(&self, origin: Option<NodeId>, txs: &[Bytes]) {
+        let Some(frame) = self.batch_frame(txs) else {
+            return;
         };
-        let frame = network.frame(ProtocolId::request(GROUP, TXS), 0, Bytes::from(payload));
-        if let Err(error) = network.broadcast_bulk(&frame, origin) {
+        if let Err(error) = self.inner.network.broadcast_bulk(&frame, origin) {
             tracing::warn!(%error, "tx batch not sent");
         }
         metrics::counter!("stave_gossip_txs_sent_total").increment(txs.len() as u64);
+    }
+
+    /// Offers each peer that connects the transactions the pool holds
+    /// ([`TxAdmission::held`]), in batches of the configured size.
+    async fn greet_loop(self, mut connected: broadcast::Receiver<NodeId>) {
+        loop {
+            let peer = match connected.recv().await {
+                Ok(peer) => peer,
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::debug!(missed, "connections not greeted with the pool");
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            let admission = self.inner.admission.clone();
+            let Ok(held) = tokio::task::spawn_blocking(move || admission.held()).await else {
+                continue;
+            };
+            let config = self.inner.config;
+            let mut rest = &held[..];
+            while !rest.is_empty() {
+                // As `batch_loop` cuts them: up to the count, or past the bytes.
+                let mut bytes = 0;
+                let count = rest
+                    .iter()
+                    .take(config.batch_txs)
+                    .take_while(|tx| {
+                        let room = bytes < config.batch_bytes;
+                        bytes += tx.len();
+                        room
+                    })
+                    .count();
+                let (batch, after) = rest.split_at(count.max(1));
+                rest = after;
+                let Some(frame) = self.batch_frame(batch) else {
+                    break;
+                };
+                if let Err(error) = self.inner.network.send_bulk(peer, &frame).await {
+                    tracing::debug!(%error, "pool not offered to a new peer");
+                    break;
+                }
+                metrics::counter!("stave_gossip_txs_sent_total").increment(batch.len() as u64);
+            }
+        }
     }
 
     async fn tx_loop(self, mut inbound: mpsc::Receiver<Inbound>) {

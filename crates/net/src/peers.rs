@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 use tokio::{
     io::{AsyncWriteExt, BufWriter},
     net::{TcpListener, TcpStream},
-    sync::{mpsc, oneshot},
+    sync::{broadcast, mpsc, oneshot},
 };
 use tokio_rustls::TlsStream;
 use tokio_util::{
@@ -171,6 +171,8 @@ struct Shared {
     scores: Mutex<PeerScores>,
     seq: AtomicU32,
     connections: AtomicU64,
+    /// Each peer as its connection is established (see [`Network::connected_peers`]).
+    connected: broadcast::Sender<NodeId>,
     shutdown: CancellationToken,
 }
 
@@ -221,6 +223,7 @@ impl Network {
             pending: Mutex::default(),
             seq: AtomicU32::new(0),
             connections: AtomicU64::new(0),
+            connected: broadcast::Sender::new(CONNECTED_BACKLOG),
             shutdown: CancellationToken::new(),
         });
         tokio::spawn(accept_loop(shared.clone(), listener));
@@ -257,6 +260,13 @@ impl Network {
         receiver
     }
 
+    /// Every peer whose connection is established from now on (a reconnection too), as
+    /// it happens: what a module that greets new peers listens to. A receiver that falls
+    /// more than 64 connections behind misses the oldest ([`broadcast`]'s lag).
+    pub fn connected_peers(&self) -> broadcast::Receiver<NodeId> {
+        self.shared.connected.subscribe()
+    }
+
     /// The peers connected now.
     pub fn peers(&self) -> Vec<NodeId> {
         self.shared.links.lock().keys().copied().collect()
@@ -275,10 +285,28 @@ impl Network {
 
     /// Sends `frame` to `peer`, waiting while its queue is full.
     pub async fn send(&self, peer: NodeId, frame: &Frame) -> Result<(), NetError> {
+        self.send_on(peer, frame, |link| &link.outbound).await
+    }
+
+    /// As [`Network::send`], on `peer`'s bulk queue (see [`Network::broadcast_bulk`]): for
+    /// much gossip to one peer, which then never holds up its votes or blocks.
+    pub async fn send_bulk(&self, peer: NodeId, frame: &Frame) -> Result<(), NetError> {
+        self.send_on(peer, frame, |link| &link.bulk).await
+    }
+
+    async fn send_on(
+        &self,
+        peer: NodeId,
+        frame: &Frame,
+        lane: fn(&Link) -> &mpsc::Sender<Bytes>,
+    ) -> Result<(), NetError> {
         let encoded = self.encode(frame)?;
         let outbound = self
             .shared
-            .outbound(&peer)
+            .links
+            .lock()
+            .get(&peer)
+            .map(|link| lane(link).clone())
             .ok_or(NetError::NotConnected(peer))?;
         outbound
             .send(encoded)
@@ -461,13 +489,6 @@ impl Drop for Awaited<'_> {
 }
 
 impl Shared {
-    fn outbound(&self, peer: &NodeId) -> Option<mpsc::Sender<Bytes>> {
-        self.links
-            .lock()
-            .get(peer)
-            .map(|link| link.outbound.clone())
-    }
-
     fn penalize(&self, peer: NodeId, offence: Offence) -> Verdict {
         let verdict = self.scores.lock().penalize(peer, offence, Instant::now());
         metrics::counter!("stave_net_offences_total", "offence" => format!("{offence:?}"))
@@ -520,6 +541,8 @@ impl Shared {
             metrics::gauge!("stave_net_peers").set(links.len() as f64);
         }
         tracing::info!(peer = %short_id(&peer), "peer connected");
+        // Nobody listening is fine: the events are for whoever subscribed.
+        let _ = self.connected.send(peer);
         let (reader, writer) = tokio::io::split(stream);
         tokio::spawn(write_loop(writer, queue, bulk_queue, peer, closed.clone()));
         tokio::spawn(read_loop(
@@ -659,6 +682,9 @@ async fn read_loop(
 
 /// Bytes of small frames coalesced into one write; see [`write_loop`].
 const WRITE_BUFFER: usize = 64 << 10;
+
+/// Connection events a [`Network::connected_peers`] receiver may fall behind by.
+const CONNECTED_BACKLOG: usize = 64;
 
 /// Writes what is queued for `peer`: the frames of `queue` first, those of `bulk` only
 /// when `queue` is empty.

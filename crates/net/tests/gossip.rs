@@ -50,6 +50,10 @@ impl TxAdmission for Pool {
             .map(|result| result.is_ok())
             .collect()
     }
+
+    fn held(&self) -> Vec<Bytes> {
+        self.pool.encoded().into_iter().map(Bytes::from).collect()
+    }
 }
 
 fn pool() -> Arc<Pool> {
@@ -98,8 +102,10 @@ async fn node(chain: &Chain, i: usize, dial: &[(usize, &Network)]) -> Node {
         .iter()
         .map(|(j, network)| chain.peer(*j, network))
         .collect();
-    let network = chain.start(i, peers, |_| {}).await;
+    // The pool first: gossip registers its modules as soon as the network is up, before
+    // a peer greets it with what its pool holds.
     let pool = pool();
+    let network = chain.start(i, peers, |_| {}).await;
     let (gossip, blocks) =
         Gossip::start(network.clone(), pool.clone(), None, GossipConfig::default());
     Node {
@@ -138,6 +144,31 @@ async fn txs_reach_every_pool_once_through_a_relay_with_senders_cached() {
     assert_eq!(c.pool.asked.load(Ordering::Relaxed), txs.len());
     // Node 1 forwarded to 2 but not back to 0, which asked its pool about nothing.
     assert_eq!(a.pool.asked.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn txs_a_node_holds_reach_a_peer_that_connects_later() {
+    let chain = Chain::new(2);
+    let a = node(&chain, 0, &[]).await;
+    // Admitted and announced while node 0 has no peer: the announcement reaches nobody.
+    let txs = transfers(300);
+    let admitted = a.pool.admit(&raw(&txs));
+    assert!(
+        admitted.iter().all(|ok| *ok),
+        "the pool admits every transfer"
+    );
+    a.gossip.announce_txs(raw(&txs));
+    // The batch goes out after its delay (20 ms), to nobody.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(a.network.peers().is_empty());
+
+    // Node 1 connects later and is offered what node 0's pool holds, each once.
+    let b = node(&chain, 1, &[(0, &a.network)]).await;
+    eventually("the held txs at the new peer", || {
+        b.pool.pool.len() == txs.len()
+    })
+    .await;
+    assert_eq!(b.pool.asked.load(Ordering::Relaxed), txs.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -571,6 +571,20 @@ impl TxPool {
         Self::status_of(&self.inner.lock())
     }
 
+    /// Every transaction the pool holds in its wire form, each sender's in nonce order:
+    /// what a node offers a peer that connects. Encoded after the pool's lock is let go.
+    pub fn encoded(&self) -> Vec<Vec<u8>> {
+        let held: Vec<Arc<PoolTx>> = {
+            let inner = self.inner.lock();
+            inner
+                .senders
+                .values()
+                .flat_map(|queue| queue.txs.values().cloned())
+                .collect()
+        };
+        held.iter().map(|held| held.tx.tx.encoded()).collect()
+    }
+
     /// Every sender's pending and queued transactions.
     pub fn content(&self) -> BTreeMap<Address, SenderContent> {
         let inner = self.inner.lock();

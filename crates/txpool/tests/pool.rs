@@ -78,6 +78,30 @@ fn admission_fills_the_sender_cache_and_counts_pending_and_queued() {
 }
 
 #[test]
+fn encoded_gives_every_held_tx_as_sent_each_senders_in_nonce_order() {
+    let (pool, state, _) = setup(|_| {});
+    // Sender 0 with a nonce gap (2 queued behind it), sender 1 with one.
+    let sent = [
+        transfer(0, 2, FEE, 1),
+        transfer(1, 0, FEE, 1),
+        transfer(0, 0, FEE, 1),
+    ];
+    for bytes in &sent {
+        add_one(&pool, &state, bytes.clone()).unwrap();
+    }
+    let zero = vec![sent[2].clone(), sent[0].clone()];
+    let one = vec![sent[1].clone()];
+    // The senders' order is the pool's own; within each, nonce order.
+    let either = [[zero.clone(), one.clone()].concat(), [one, zero].concat()];
+    let encoded = pool.encoded();
+    assert!(
+        either.contains(&encoded),
+        "{} txs in an unexpected order",
+        encoded.len()
+    );
+}
+
+#[test]
 fn refusals_carry_the_messages_clients_match_on() {
     let (pool, mut state, _) = setup(|config| config.max_nonce_gap = 4);
     let bytes = transfer(0, 0, FEE, 1);

@@ -148,6 +148,15 @@ impl TxAdmission for PoolAdmission {
         })
         .unwrap_or_else(|_| vec![false; txs.len()])
     }
+
+    fn held(&self) -> Vec<Bytes> {
+        self.admission
+            .pool
+            .encoded()
+            .into_iter()
+            .map(Bytes::from)
+            .collect()
+    }
 }
 
 /// The committed blocks, for peers catching up.
