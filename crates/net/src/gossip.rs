@@ -122,6 +122,13 @@ pub struct GossipConfig {
     pub backlog: usize,
 }
 
+impl GossipConfig {
+    /// True when a batch of `txs` transactions and `bytes` bytes is to be sent now.
+    fn batch_full(&self, txs: usize, bytes: usize) -> bool {
+        txs >= self.batch_txs || bytes >= self.batch_bytes
+    }
+}
+
 impl Default for GossipConfig {
     fn default() -> Self {
         Self {
@@ -317,7 +324,7 @@ impl Gossip {
             for tx in txs {
                 *bytes += tx.len();
                 batch.push(tx);
-                if batch.len() >= config.batch_txs || *bytes >= config.batch_bytes {
+                if config.batch_full(batch.len(), *bytes) {
                     self.send_batch(origin, batch);
                     batch.clear();
                     *bytes = 0;
@@ -371,18 +378,16 @@ impl Gossip {
             let config = self.inner.config;
             let mut rest = &held[..];
             while !rest.is_empty() {
-                // As `batch_loop` cuts them: up to the count, or past the bytes.
                 let mut bytes = 0;
                 let count = rest
                     .iter()
-                    .take(config.batch_txs)
-                    .take_while(|tx| {
-                        let room = bytes < config.batch_bytes;
+                    .enumerate()
+                    .position(|(index, tx)| {
                         bytes += tx.len();
-                        room
+                        config.batch_full(index + 1, bytes)
                     })
-                    .count();
-                let (batch, after) = rest.split_at(count.max(1));
+                    .map_or(rest.len(), |last| last + 1);
+                let (batch, after) = rest.split_at(count);
                 rest = after;
                 let Some(frame) = self.batch_frame(batch) else {
                     break;
