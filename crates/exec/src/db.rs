@@ -16,7 +16,10 @@ use std::{
     sync::atomic::{AtomicU64, Ordering as AtomicOrdering},
 };
 
-use alloy_primitives::{Address, B256, Bytes, U256, map::AddressHashMap};
+use alloy_primitives::{
+    Address, B256, Bytes, U256,
+    map::{AddressHashMap, HashMap},
+};
 use parking_lot::RwLock;
 use revm::{
     bytecode::JumpTable,
@@ -24,7 +27,7 @@ use revm::{
     primitives::{KECCAK_EMPTY, StorageKey, StorageValue},
     state::{AccountInfo, Bytecode, EvmState},
 };
-use stave_primitives::{AccountDiff, AccountDiffs, AccountState, StateDiff};
+use stave_primitives::{AccountDiff, AccountDiffs, AccountState, SlotDiffs, StateDiff};
 
 use crate::{error::StateError, state::StateReader};
 
@@ -33,19 +36,35 @@ use crate::{error::StateError, state::StateReader};
 /// reads and writes; sorted into a [`StateDiff`] once, when the block or chunk is done.
 #[derive(Debug, Default)]
 pub(crate) struct Changes {
-    accounts: AddressHashMap<AccountDiff>,
+    accounts: AddressHashMap<ChangedAccount>,
     codes: BTreeMap<B256, Bytes>,
     /// Where the accounts are sorted from, kept with its room from block to block: a
     /// new list for each sort (~340 KB for a chunk of 1,250 transfers) was faulted in
     /// afresh every time.
     unsorted: Vec<(Address, AccountDiff)>,
+    /// Slot maps of earlier blocks, emptied with their room, for the accounts that write
+    /// slots next: a token's map grew to thousands of slots in every block, on pages
+    /// faulted in afresh.
+    spare_slots: Vec<SlotMap>,
 }
+
+/// The slots an account wrote so far in an executing block.
+type SlotMap = HashMap<U256, U256>;
+
+/// Slot maps a [`Changes`] keeps for later blocks, at most: one per account that writes
+/// slots in a block, as most blocks call few contracts.
+const SPARE_SLOT_MAPS: usize = 16;
 
 impl Changes {
     /// Takes the changes out in address order, leaving none but keeping the map's room;
     /// their list has room for `room` more (see [`AccountDiffs::with_room`]).
     pub(crate) fn take_diff(&mut self, room: usize) -> StateDiff {
-        self.unsorted.extend(self.accounts.drain());
+        let spare = &mut self.spare_slots;
+        self.unsorted.extend(
+            self.accounts
+                .drain()
+                .map(|(address, change)| (address, change.into_diff(spare))),
+        );
         StateDiff {
             accounts: AccountDiffs::with_room(&mut self.unsorted, room),
             codes: std::mem::take(&mut self.codes),
@@ -55,10 +74,123 @@ impl Changes {
     /// The changes of a sorted diff, to execute on top of.
     pub(crate) fn from_diff(diff: StateDiff) -> Self {
         Self {
-            accounts: diff.accounts.into_iter().collect(),
+            accounts: diff
+                .accounts
+                .into_iter()
+                .map(|(address, change)| (address, ChangedAccount::from_diff(change)))
+                .collect(),
             codes: diff.codes,
             unsorted: Vec::new(),
+            spare_slots: Vec::new(),
         }
+    }
+}
+
+/// How one account changed so far in a block that is executing: an [`AccountDiff`] whose
+/// slots are in a hash map, for the executor's random writes and reads, and are sorted
+/// once, when the block or chunk is done ([`ChangedAccount::into_diff`]). A block of
+/// token transfers writes thousands of the token's slots: into a tree, one at a time, they
+/// cost the serial executor ~7% of an ERC-20 block, and merging the chunks' trees built a
+/// third.
+#[derive(Debug, Default)]
+pub(crate) struct ChangedAccount {
+    info: Option<AccountState>,
+    storage_cleared: bool,
+    /// The slots written; boxed, since most changed accounts (a transfer's) write none, and
+    /// every change of a block is moved when it is sorted.
+    storage: Option<Box<SlotMap>>,
+}
+
+impl ChangedAccount {
+    /// The change of an account gone (self-destructed, or emptied): no storage either.
+    fn deleted() -> Self {
+        Self {
+            info: None,
+            storage_cleared: true,
+            storage: None,
+        }
+    }
+
+    /// The change as the block's diff holds it, its slots sorted; its slot map, emptied,
+    /// goes to `spare`.
+    fn into_diff(self, spare: &mut Vec<SlotMap>) -> AccountDiff {
+        let storage = match self.storage {
+            Some(mut slots) => {
+                let sorted = SlotDiffs::from_distinct(slots.drain().collect());
+                if spare.len() < SPARE_SLOT_MAPS {
+                    spare.push(*slots);
+                }
+                sorted
+            }
+            None => SlotDiffs::default(),
+        };
+        AccountDiff {
+            info: self.info,
+            storage_cleared: self.storage_cleared,
+            storage,
+        }
+    }
+
+    /// The change `diff`, to execute on top of.
+    fn from_diff(diff: AccountDiff) -> Self {
+        let storage = (!diff.storage.is_empty()).then(|| {
+            Box::new(
+                diff.storage
+                    .iter()
+                    .map(|(slot, value)| (*slot, *value))
+                    .collect(),
+            )
+        });
+        Self {
+            info: diff.info,
+            storage_cleared: diff.storage_cleared,
+            storage,
+        }
+    }
+}
+
+/// How an account changed, as reads are served from it and checked against it.
+pub(crate) trait AccountChange {
+    /// The account after the change; `None` when it is gone.
+    fn info(&self) -> Option<AccountState>;
+
+    /// The value `slot` has after the change when the change decides it: the value
+    /// written, or zero when the storage from before is gone (the account was created
+    /// again, or deleted). `None` when the value from before the block stands.
+    fn slot(&self, slot: &U256) -> Option<U256>;
+}
+
+/// The value a slot has after a change that wrote `written` to it (or did not), and
+/// `cleared` the storage from before or left the account `gone`: see
+/// [`AccountChange::slot`].
+fn slot_after(written: Option<&U256>, cleared: bool, gone: bool) -> Option<U256> {
+    written
+        .copied()
+        .or_else(|| (cleared || gone).then_some(U256::ZERO))
+}
+
+impl AccountChange for ChangedAccount {
+    fn info(&self) -> Option<AccountState> {
+        self.info
+    }
+
+    fn slot(&self, slot: &U256) -> Option<U256> {
+        let written = self.storage.as_ref().and_then(|slots| slots.get(slot));
+        slot_after(written, self.storage_cleared, self.info.is_none())
+    }
+}
+
+impl AccountChange for AccountDiff {
+    fn info(&self) -> Option<AccountState> {
+        self.info
+    }
+
+    fn slot(&self, slot: &U256) -> Option<U256> {
+        slot_after(
+            self.storage.get(slot),
+            self.storage_cleared,
+            self.info.is_none(),
+        )
     }
 }
 
@@ -99,8 +231,11 @@ impl Reusable for Changes {
 /// Changes a speculation's reads are checked against (those committed before it): the
 /// committer's hash map, or a block's sorted diff.
 pub(crate) trait Committed {
+    /// How a committed account change is held.
+    type Change: AccountChange;
+
     /// The committed change of `address`, if there is one.
-    fn change(&self, address: &Address) -> Option<&AccountDiff>;
+    fn change(&self, address: &Address) -> Option<&Self::Change>;
 
     /// False only when no committed change can give `slot` of `address` another value
     /// than before (a quick answer, before [`Committed::change`]); true when it may.
@@ -110,7 +245,9 @@ pub(crate) trait Committed {
 }
 
 impl Committed for Changes {
-    fn change(&self, address: &Address) -> Option<&AccountDiff> {
+    type Change = ChangedAccount;
+
+    fn change(&self, address: &Address) -> Option<&ChangedAccount> {
         self.accounts.get(address)
     }
 }
@@ -202,6 +339,8 @@ impl SortedChanges {
 }
 
 impl Committed for SortedChanges {
+    type Change = AccountDiff;
+
     fn change(&self, address: &Address) -> Option<&AccountDiff> {
         if !self.accounts.contains(account_key(address)) {
             return None;
@@ -233,7 +372,7 @@ pub(crate) fn credit(
     let change = AccountDiff {
         info: Some(info),
         storage_cleared: current.is_none(),
-        storage: BTreeMap::new(),
+        storage: SlotDiffs::default(),
     };
     match diff.accounts.get_mut(&address) {
         Some(earlier) => earlier.then(change),
@@ -332,18 +471,16 @@ impl View<'_> {
 
     /// A storage slot as the next transaction will see it.
     pub(crate) fn storage(&self, address: Address, slot: U256) -> Result<U256, StateError> {
-        match self.diff.accounts.get(&address) {
-            Some(change) => match change.storage.get(&slot) {
-                Some(value) => {
-                    self.hit();
-                    Ok(*value)
-                }
-                None if change.storage_cleared || change.info.is_none() => {
-                    self.hit();
-                    Ok(U256::ZERO)
-                }
-                None => self.base.storage(address, slot),
-            },
+        match self
+            .diff
+            .accounts
+            .get(&address)
+            .and_then(|change| change.slot(&slot))
+        {
+            Some(value) => {
+                self.hit();
+                Ok(value)
+            }
             None => self.base.storage(address, slot),
         }
     }
@@ -470,8 +607,9 @@ impl Database for BlockDb<'_> {
 fn apply_writes(diff: &mut Changes, log: &WriteLog, range: Range<usize>) {
     for AccountWrite { address, change } in &log.accounts[range] {
         let account = diff.accounts.entry(*address).or_default();
+        let spare = &mut diff.spare_slots;
         match change {
-            WriteKind::Deleted => *account = AccountDiff::deleted(),
+            WriteKind::Deleted => *account = ChangedAccount::deleted(),
             WriteKind::Updated {
                 info,
                 created,
@@ -480,12 +618,16 @@ fn apply_writes(diff: &mut Changes, log: &WriteLog, range: Range<usize>) {
             } => {
                 if *created {
                     account.storage_cleared = true;
-                    account.storage.clear();
+                    account.storage = None;
                 }
                 account.info = Some(*info);
-                account
-                    .storage
-                    .extend(log.slots[storage.clone()].iter().copied());
+                let slots = &log.slots[storage.clone()];
+                if !slots.is_empty() {
+                    account
+                        .storage
+                        .get_or_insert_with(|| Box::new(spare.pop().unwrap_or_default()))
+                        .extend(slots.iter().copied());
+                }
                 if let Some((hash, bytes)) = code.as_deref() {
                     diff.codes.entry(*hash).or_insert_with(|| bytes.clone());
                 }
@@ -635,16 +777,12 @@ impl Read {
         match *self {
             Self::Account(address, seen) => committed
                 .change(&address)
-                .is_none_or(|change| change.info == seen),
+                .is_none_or(|change| change.info() == seen),
             Self::Storage(address, slot, _) if !committed.may_change_slot(&address, &slot) => true,
-            Self::Storage(address, slot, seen) => match committed.change(&address) {
-                None => true,
-                Some(change) => match change.storage.get(&slot) {
-                    Some(value) => *value == seen,
-                    None if change.storage_cleared || change.info.is_none() => seen.is_zero(),
-                    None => true,
-                },
-            },
+            Self::Storage(address, slot, seen) => committed
+                .change(&address)
+                .and_then(|change| change.slot(&slot))
+                .is_none_or(|value| value == seen),
         }
     }
 }

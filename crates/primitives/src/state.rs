@@ -41,7 +41,7 @@ pub struct AccountDiff {
     /// only `storage` below then holds.
     pub storage_cleared: bool,
     /// Slots written in the block, with their final values.
-    pub storage: BTreeMap<U256, U256>,
+    pub storage: SlotDiffs,
 }
 
 impl AccountDiff {
@@ -50,7 +50,7 @@ impl AccountDiff {
         Self {
             info: None,
             storage_cleared: true,
-            storage: BTreeMap::new(),
+            storage: SlotDiffs::default(),
         }
     }
 
@@ -60,11 +60,149 @@ impl AccountDiff {
     pub fn then(&mut self, mut later: AccountDiff) {
         if !later.storage_cleared {
             let mut storage = std::mem::take(&mut self.storage);
-            storage.append(&mut later.storage);
+            storage.append(std::mem::take(&mut later.storage));
             later.storage = storage;
             later.storage_cleared = self.storage_cleared;
         }
         *self = later;
+    }
+}
+
+/// The slots an account wrote in a block, with their final values, in slot order, each
+/// once. A sorted vector rather than a tree, as [`AccountDiffs`] is: the chunks of a block
+/// of token transfers each write ~1,250 of the token's slots, and merging two trees of them
+/// built a third (~250 µs on the executor's critical path) where this merges in place in
+/// one linear pass. The executor collects a block's writes in a hash map and sorts them
+/// once ([`SlotDiffs::from_distinct`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlotDiffs(Vec<(U256, U256)>);
+
+impl SlotDiffs {
+    /// The value written to `slot`, if it was written.
+    pub fn get(&self, slot: &U256) -> Option<&U256> {
+        let position = self.position(slot).ok()?;
+        Some(&self.0[position].1)
+    }
+
+    /// Sets `slot` to `value`, returning the value it replaces. Shifts the slots after it:
+    /// for single writes, not for building a diff (collect one instead).
+    pub fn insert(&mut self, slot: U256, value: U256) -> Option<U256> {
+        match self.position(&slot) {
+            Ok(position) => Some(std::mem::replace(&mut self.0[position].1, value)),
+            Err(position) => {
+                self.0.insert(position, (slot, value));
+                None
+            }
+        }
+    }
+
+    fn position(&self, slot: &U256) -> Result<usize, usize> {
+        self.0.binary_search_by(|(key, _)| key.cmp(slot))
+    }
+
+    /// The written slots and their values, in slot order.
+    pub fn iter(&self) -> SlotDiffsIter<'_> {
+        self.0.iter().map(|(slot, value)| (slot, value))
+    }
+
+    /// The written slots, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &U256> {
+        self.0.iter().map(|(slot, _)| slot)
+    }
+
+    /// How many slots were written.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when no slot was written.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The slots of `writes` (each slot at most once, as a map holds them), sorted in
+    /// place: no scratch list, as the stable sort [`SlotDiffs::from_iter`] needs. Of a
+    /// slot written more than once after all, one of its values stays.
+    pub fn from_distinct(mut writes: Vec<(U256, U256)>) -> Self {
+        writes.sort_unstable_by_key(|(slot, _)| *slot);
+        writes.dedup_by_key(|(slot, _)| *slot);
+        Self(writes)
+    }
+
+    /// Applies `later`, writes made after these, on top of them: a slot both wrote keeps
+    /// the later value. Merges from the back into room at the end of this list, so each
+    /// slot moves at most once more, and the slots that sort before every later one not at
+    /// all.
+    pub fn append(&mut self, later: SlotDiffs) {
+        if self.0.is_empty() {
+            *self = later;
+            return;
+        }
+        let (earlier_len, later_len) = (self.0.len(), later.0.len());
+        let slots = &mut self.0;
+        slots.resize(earlier_len + later_len, (U256::ZERO, U256::ZERO));
+        // `slots[..unplaced]` are earlier writes still to place and `slots[next..]` the
+        // merged tail; `next - unplaced` is the later writes left plus the slots both
+        // wrote so far, so `next - 1` is free whenever a later write is left.
+        let (mut unplaced, mut next) = (earlier_len, earlier_len + later_len);
+        for &(slot, value) in later.0.iter().rev() {
+            while unplaced > 0 && slots[unplaced - 1].0 > slot {
+                unplaced -= 1;
+                next -= 1;
+                slots[next] = slots[unplaced];
+            }
+            if unplaced > 0 && slots[unplaced - 1].0 == slot {
+                unplaced -= 1;
+            }
+            next -= 1;
+            slots[next] = (slot, value);
+        }
+        // One place is left free per slot both wrote: the tail closes over them.
+        slots.drain(unplaced..next);
+    }
+}
+
+/// Iterator over [`SlotDiffs`] in slot order.
+pub type SlotDiffsIter<'a> = std::iter::Map<
+    std::slice::Iter<'a, (U256, U256)>,
+    fn(&'a (U256, U256)) -> (&'a U256, &'a U256),
+>;
+
+impl<'a> IntoIterator for &'a SlotDiffs {
+    type Item = (&'a U256, &'a U256);
+    type IntoIter = SlotDiffsIter<'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl std::ops::Index<&U256> for SlotDiffs {
+    type Output = U256;
+
+    /// The value written to `slot`; panics when it was not written (as a map's index does).
+    fn index(&self, slot: &U256) -> &U256 {
+        self.get(slot)
+            .unwrap_or_else(|| panic!("slot {slot} was not written"))
+    }
+}
+
+impl FromIterator<(U256, U256)> for SlotDiffs {
+    /// Sorts the writes by slot; of two writes of one slot, the later one in the iterator
+    /// stays (as inserting them into a map in turn would leave it).
+    fn from_iter<I: IntoIterator<Item = (U256, U256)>>(writes: I) -> Self {
+        let mut slots: Vec<(U256, U256)> = writes.into_iter().collect();
+        // Stable, so the writes of one slot keep their order, and the last one's value
+        // goes into the first, which stays.
+        slots.sort_by_key(|(slot, _)| *slot);
+        slots.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 = later.1;
+            }
+            same
+        });
+        Self(slots)
     }
 }
 
@@ -461,7 +599,7 @@ mod tests {
                     code_hash: B256::ZERO,
                 }),
                 storage_cleared: false,
-                storage: BTreeMap::from([(U256::from(1), U256::from(2))]),
+                storage: [(U256::from(1), U256::from(2))].into_iter().collect(),
             },
         );
         diff
@@ -621,6 +759,49 @@ mod tests {
                 diff.accounts.iter().map(|(a, c)| (*a, c.clone())).collect();
             proptest::prop_assert_eq!(merged, expected.into_iter().collect::<Vec<_>>());
         }
+
+        /// Slots collected from any writes (a slot written more than once among them), then
+        /// merged with any later writes, equal writing all of them into a map in turn; and
+        /// a slot's value is found where the map has it.
+        #[test]
+        fn slots_collected_then_appended_equal_writing_each_into_a_map_in_turn(
+            earlier in proptest::collection::vec((0u8..50, 0u64..1000), 0..60),
+            later in proptest::collection::vec((0u8..50, 0u64..1000), 0..60),
+        ) {
+            let write = |(slot, value): (u8, u64)| (U256::from(slot), U256::from(value));
+            let mut expected = BTreeMap::new();
+            for (slot, value) in earlier.iter().chain(&later).copied().map(write) {
+                expected.insert(slot, value);
+            }
+            let mut slots: SlotDiffs = earlier.into_iter().map(write).collect();
+            slots.append(later.into_iter().map(write).collect());
+            let merged: Vec<(U256, U256)> = slots.iter().map(|(s, v)| (*s, *v)).collect();
+            proptest::prop_assert_eq!(&merged, &expected.clone().into_iter().collect::<Vec<_>>());
+            // The same slots once each, in any order, sort to the same list.
+            let shuffled: Vec<(U256, U256)> = merged.iter().rev().copied().collect();
+            proptest::prop_assert_eq!(&SlotDiffs::from_distinct(shuffled), &slots);
+            for slot in 0u8..50 {
+                let slot = U256::from(slot);
+                proptest::prop_assert_eq!(slots.get(&slot), expected.get(&slot));
+            }
+        }
+    }
+
+    #[test]
+    fn inserting_a_slot_keeps_the_order_and_replaces_its_value() {
+        let mut slots = SlotDiffs::default();
+        for slot in [5u64, 1, 9, 5] {
+            slots.insert(U256::from(slot), U256::from(slot * 10));
+        }
+        assert_eq!(
+            slots.insert(U256::from(1), U256::from(7)),
+            Some(U256::from(10))
+        );
+        let keys: Vec<_> = slots.keys().copied().collect();
+        assert_eq!(keys, [1u64, 5, 9].map(U256::from));
+        assert_eq!(slots.get(&U256::from(1)), Some(&U256::from(7)));
+        assert_eq!(slots.get(&U256::from(2)), None);
+        assert_eq!(slots.len(), 3);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use alloy_primitives::{Address, B256, Bytes, KECCAK256_EMPTY, U256, keccak256};
 
-use crate::{AccountDiff, AccountState, StateDiff};
+use crate::{AccountDiff, AccountState, SlotDiffs, StateDiff};
 
 const INFO: u8 = 1;
 const CLEARED: u8 = 2;
@@ -105,7 +105,7 @@ pub fn decode_stored_diff(bytes: &[u8]) -> Result<StateDiff, StoredDiffError> {
         } else {
             None
         };
-        let mut storage = BTreeMap::new();
+        let mut storage = SlotDiffs::default();
         let mut last_slot = None;
         for _ in 0..input.count()? {
             let slot = U256::from_be_bytes(input.uint::<32>()?);
@@ -213,7 +213,7 @@ mod tests {
                     AccountDiff {
                         info: Some(account(0, 0, KECCAK256_EMPTY)),
                         storage_cleared: false,
-                        storage: BTreeMap::new(),
+                        storage: SlotDiffs::default(),
                     },
                 ),
                 (
@@ -221,10 +221,9 @@ mod tests {
                     AccountDiff {
                         info: Some(account(7, u64::MAX, keccak256(&code))),
                         storage_cleared: true,
-                        storage: BTreeMap::from([
-                            (U256::ZERO, U256::from(5)),
-                            (U256::MAX, U256::ZERO),
-                        ]),
+                        storage: [(U256::ZERO, U256::from(5)), (U256::MAX, U256::ZERO)]
+                            .into_iter()
+                            .collect(),
                     },
                 ),
                 (Address::repeat_byte(0xff), AccountDiff::deleted()),
@@ -334,7 +333,7 @@ mod tests {
                     AccountDiff {
                         info,
                         storage_cleared,
-                        storage,
+                        storage: storage.into_iter().collect(),
                     },
                 )
             });

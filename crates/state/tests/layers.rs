@@ -39,7 +39,11 @@ fn diff_strategy() -> impl Strategy<Value = StateDiff> {
                 AccountDiff {
                     info,
                     storage_cleared: delete,
-                    storage: if delete { BTreeMap::new() } else { storage },
+                    storage: if delete {
+                        Default::default()
+                    } else {
+                        storage.into_iter().collect()
+                    },
                 },
             );
         }
@@ -336,7 +340,7 @@ fn a_wiped_account_reads_zero_even_where_its_slots_left_every_layer() {
         AccountDiff {
             info,
             storage_cleared: false,
-            storage: BTreeMap::from([(U256::from(7), U256::from(70))]),
+            storage: [(U256::from(7), U256::from(70))].into_iter().collect(),
         },
     );
     layers
@@ -367,7 +371,7 @@ fn a_wiped_account_reads_zero_even_where_its_slots_left_every_layer() {
         AccountDiff {
             info,
             storage_cleared: true,
-            storage: BTreeMap::new(),
+            storage: Default::default(),
         },
     );
     layers
@@ -394,7 +398,9 @@ fn change(who: u8, balance: u64, slot: u64) -> StateDiff {
                 code_hash: alloy_primitives::KECCAK256_EMPTY,
             }),
             storage_cleared: false,
-            storage: BTreeMap::from([(U256::from(slot), U256::from(balance))]),
+            storage: [(U256::from(slot), U256::from(balance))]
+                .into_iter()
+                .collect(),
         },
     );
     diff

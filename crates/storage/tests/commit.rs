@@ -1,8 +1,5 @@
 //! The commit stage against LMDB: every table reads back what a real executed block
 //! wrote, serial and parallel encodings agree, and commits are idempotent and ordered.
-
-use std::collections::BTreeMap;
-
 use alloy_primitives::{Address, B256, U256};
 use stave_codec::encode_transactions;
 use stave_exec::{MemoryState, Mode, execute_serial};
@@ -307,10 +304,12 @@ fn a_cleared_account_loses_its_old_storage() {
         AccountDiff {
             info,
             storage_cleared: false,
-            storage: BTreeMap::from([
+            storage: [
                 (U256::from(1), U256::from(10)),
                 (U256::from(2), U256::from(20)),
-            ]),
+            ]
+            .into_iter()
+            .collect(),
         },
     );
     commit_block(&store, &genesis.input(), true).expect("commits");
@@ -325,7 +324,7 @@ fn a_cleared_account_loses_its_old_storage() {
         AccountDiff {
             info,
             storage_cleared: true,
-            storage: BTreeMap::from([(U256::from(1), U256::from(11))]),
+            storage: [(U256::from(1), U256::from(11))].into_iter().collect(),
         },
     );
     commit_block(&store, &one.input(), true).expect("commits");
