@@ -68,58 +68,121 @@ impl AccountDiff {
     }
 }
 
-/// The slots an account wrote in a block, with their final values, in slot order, each
-/// once. A sorted vector rather than a tree, as [`AccountDiffs`] is: the chunks of a block
-/// of token transfers each write ~1,250 of the token's slots, and merging two trees of them
-/// built a third (~250 µs on the executor's critical path) where this merges in place in
-/// one linear pass. The executor collects a block's writes in a hash map and sorts them
-/// once ([`SlotDiffs::from_distinct`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SlotDiffs(Vec<(U256, U256)>);
+/// Entries sorted by key, each key once: a vector rather than a tree, so two lists merge
+/// in one linear pass (in place, from the back, into room at the end of the earlier one),
+/// and readers iterate it in order or binary-search it. A block's changes are built by
+/// collecting them (sorted once), not by inserting them one by one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortedMap<K, V>(Vec<(K, V)>);
 
-impl SlotDiffs {
-    /// The value written to `slot`, if it was written.
-    pub fn get(&self, slot: &U256) -> Option<&U256> {
-        let position = self.position(slot).ok()?;
+/// Changed accounts in address order, each once: the executor merges the diffs of a
+/// block's chunks in one linear pass.
+pub type AccountDiffs = SortedMap<Address, AccountDiff>;
+
+/// The slots an account wrote in a block, with their final values, in slot order, each
+/// once. Not a tree: the chunks of a block of token transfers each write ~1,250 of the
+/// token's slots, and merging two trees of them built a third (~250 µs on the executor's
+/// critical path) where this merges in place in one linear pass. The executor collects a
+/// block's writes in a hash map and sorts them once ([`SlotDiffs::from_distinct`]).
+pub type SlotDiffs = SortedMap<U256, U256>;
+
+impl<K, V> Default for SortedMap<K, V> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<K: Ord, V> SortedMap<K, V> {
+    /// The value under `key`, if there is one.
+    pub fn get(&self, key: &K) -> Option<&V> {
+        let position = self.position(key).ok()?;
         Some(&self.0[position].1)
     }
 
-    /// Sets `slot` to `value`, returning the value it replaces. Shifts the slots after it:
-    /// for single writes, not for building a diff (collect one instead).
-    pub fn insert(&mut self, slot: U256, value: U256) -> Option<U256> {
-        match self.position(&slot) {
+    /// The value under `key`, to modify in place.
+    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        let position = self.position(key).ok()?;
+        Some(&mut self.0[position].1)
+    }
+
+    /// Sets the value under `key`, returning the one it replaces. Shifts the entries after
+    /// it: for single changes, not for building a list (collect one instead).
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
+        match self.position(&key) {
             Ok(position) => Some(std::mem::replace(&mut self.0[position].1, value)),
             Err(position) => {
-                self.0.insert(position, (slot, value));
+                self.0.insert(position, (key, value));
                 None
             }
         }
     }
 
-    fn position(&self, slot: &U256) -> Result<usize, usize> {
-        self.0.binary_search_by(|(key, _)| key.cmp(slot))
+    fn position(&self, key: &K) -> Result<usize, usize> {
+        self.0.binary_search_by(|(held, _)| held.cmp(key))
     }
 
-    /// The written slots and their values, in slot order.
-    pub fn iter(&self) -> SlotDiffsIter<'_> {
-        self.0.iter().map(|(slot, value)| (slot, value))
+    /// The entries in key order.
+    pub fn iter(&self) -> SortedIter<'_, K, V> {
+        self.0.iter().map(|(key, value)| (key, value))
     }
 
-    /// The written slots, in order.
-    pub fn keys(&self) -> impl Iterator<Item = &U256> {
-        self.0.iter().map(|(slot, _)| slot)
+    /// The keys in order.
+    pub fn keys(&self) -> impl Iterator<Item = &K> {
+        self.0.iter().map(|(key, _)| key)
     }
 
-    /// How many slots were written.
+    /// The values in key order, to modify in place.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.0.iter_mut().map(|(_, value)| value)
+    }
+
+    /// How many entries there are.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
-    /// True when no slot was written.
+    /// True when there are none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+}
 
+/// Iterator over a [`SortedMap`] in key order.
+pub type SortedIter<'a, K, V> =
+    std::iter::Map<std::slice::Iter<'a, (K, V)>, fn(&'a (K, V)) -> (&'a K, &'a V)>;
+
+/// Iterator over [`AccountDiffs`] in address order.
+pub type AccountDiffsIter<'a> = SortedIter<'a, Address, AccountDiff>;
+
+impl<'a, K: Ord, V> IntoIterator for &'a SortedMap<K, V> {
+    type Item = (&'a K, &'a V);
+    type IntoIter = SortedIter<'a, K, V>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<K, V> IntoIterator for SortedMap<K, V> {
+    type Item = (K, V);
+    type IntoIter = std::vec::IntoIter<(K, V)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<K: Ord + std::fmt::Display, V> std::ops::Index<&K> for SortedMap<K, V> {
+    type Output = V;
+
+    /// The value under `key`; panics when there is none (as a map's index does).
+    fn index(&self, key: &K) -> &V {
+        self.get(key)
+            .unwrap_or_else(|| panic!("{key} is not in the list"))
+    }
+}
+
+impl SlotDiffs {
     /// The slots of `writes` (each slot at most once, as a map holds them), sorted in
     /// place: no scratch list, as the stable sort [`SlotDiffs::from_iter`] needs. Of a
     /// slot written more than once after all, one of its values stays.
@@ -162,31 +225,6 @@ impl SlotDiffs {
     }
 }
 
-/// Iterator over [`SlotDiffs`] in slot order.
-pub type SlotDiffsIter<'a> = std::iter::Map<
-    std::slice::Iter<'a, (U256, U256)>,
-    fn(&'a (U256, U256)) -> (&'a U256, &'a U256),
->;
-
-impl<'a> IntoIterator for &'a SlotDiffs {
-    type Item = (&'a U256, &'a U256);
-    type IntoIter = SlotDiffsIter<'a>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.iter()
-    }
-}
-
-impl std::ops::Index<&U256> for SlotDiffs {
-    type Output = U256;
-
-    /// The value written to `slot`; panics when it was not written (as a map's index does).
-    fn index(&self, slot: &U256) -> &U256 {
-        self.get(slot)
-            .unwrap_or_else(|| panic!("slot {slot} was not written"))
-    }
-}
-
 impl FromIterator<(U256, U256)> for SlotDiffs {
     /// Sorts the writes by slot; of two writes of one slot, the later one in the iterator
     /// stays (as inserting them into a map in turn would leave it).
@@ -203,101 +241,6 @@ impl FromIterator<(U256, U256)> for SlotDiffs {
             same
         });
         Self(slots)
-    }
-}
-
-/// Changed accounts in address order, each once. A sorted vector rather than a tree:
-/// the executor merges the diffs of a block's chunks in one linear pass, and readers
-/// iterate it in order or binary-search it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AccountDiffs(Vec<(Address, AccountDiff)>);
-
-impl AccountDiffs {
-    /// The change of `address`, if it changed.
-    pub fn get(&self, address: &Address) -> Option<&AccountDiff> {
-        let position = self.position(address).ok()?;
-        Some(&self.0[position].1)
-    }
-
-    /// The change of `address`, to modify in place.
-    pub fn get_mut(&mut self, address: &Address) -> Option<&mut AccountDiff> {
-        let position = self.position(address).ok()?;
-        Some(&mut self.0[position].1)
-    }
-
-    /// Sets the change of `address`, returning the one it replaces. Shifts the entries
-    /// after it: for single changes, not for building a diff (collect one instead).
-    pub fn insert(&mut self, address: Address, change: AccountDiff) -> Option<AccountDiff> {
-        match self.position(&address) {
-            Ok(position) => Some(std::mem::replace(&mut self.0[position].1, change)),
-            Err(position) => {
-                self.0.insert(position, (address, change));
-                None
-            }
-        }
-    }
-
-    fn position(&self, address: &Address) -> Result<usize, usize> {
-        self.0.binary_search_by(|(key, _)| key.cmp(address))
-    }
-
-    /// The changes in address order.
-    pub fn iter(&self) -> AccountDiffsIter<'_> {
-        self.0.iter().map(|(address, change)| (address, change))
-    }
-
-    /// The changed addresses in order.
-    pub fn keys(&self) -> impl Iterator<Item = &Address> {
-        self.0.iter().map(|(address, _)| address)
-    }
-
-    /// The changes in address order, to modify in place.
-    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut AccountDiff> {
-        self.0.iter_mut().map(|(_, change)| change)
-    }
-
-    /// How many accounts changed.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// True when no account changed.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-/// Iterator over [`AccountDiffs`] in address order.
-pub type AccountDiffsIter<'a> = std::iter::Map<
-    std::slice::Iter<'a, (Address, AccountDiff)>,
-    fn(&'a (Address, AccountDiff)) -> (&'a Address, &'a AccountDiff),
->;
-
-impl<'a> IntoIterator for &'a AccountDiffs {
-    type Item = (&'a Address, &'a AccountDiff);
-    type IntoIter = AccountDiffsIter<'a>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.iter()
-    }
-}
-
-impl IntoIterator for AccountDiffs {
-    type Item = (Address, AccountDiff);
-    type IntoIter = std::vec::IntoIter<(Address, AccountDiff)>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
-    }
-}
-
-impl std::ops::Index<&Address> for AccountDiffs {
-    type Output = AccountDiff;
-
-    /// The change of `address`; panics when it did not change (as a map's index does).
-    fn index(&self, address: &Address) -> &AccountDiff {
-        self.get(address)
-            .unwrap_or_else(|| panic!("account {address} did not change"))
     }
 }
 
