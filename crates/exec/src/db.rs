@@ -57,13 +57,15 @@ const SPARE_SLOT_MAPS: usize = 16;
 
 impl Changes {
     /// Takes the changes out in address order, leaving none but keeping the map's room;
-    /// their list has room for `room` more (see [`AccountDiffs::with_room`]).
+    /// their list has room for `room` more (see [`AccountDiffs::with_room`]), and with any
+    /// room, each account's slots have room for as many again (see
+    /// [`ChangedAccount::into_diff`]).
     pub(crate) fn take_diff(&mut self, room: usize) -> StateDiff {
         let spare = &mut self.spare_slots;
         self.unsorted.extend(
             self.accounts
                 .drain()
-                .map(|(address, change)| (address, change.into_diff(spare))),
+                .map(|(address, change)| (address, change.into_diff(spare, room > 0))),
         );
         StateDiff {
             accounts: AccountDiffs::with_room(&mut self.unsorted, room),
@@ -112,11 +114,17 @@ impl ChangedAccount {
     }
 
     /// The change as the block's diff holds it, its slots sorted; its slot map, emptied,
-    /// goes to `spare`.
-    fn into_diff(self, spare: &mut Vec<SlotMap>) -> AccountDiff {
+    /// goes to `spare`. With `room`, the slots' list has room for as many again, for a
+    /// later chunk writing the same contract's slots to merge into in place: growing it
+    /// in the merge moved it onto new pages, and the merge of a block of token transfers
+    /// took 0.42–0.44 ms a block, 0.15–0.28 with the room (medians, `bench pipeline`).
+    fn into_diff(self, spare: &mut Vec<SlotMap>, room: bool) -> AccountDiff {
         let storage = match self.storage {
             Some(mut slots) => {
-                let sorted = SlotDiffs::from_distinct(slots.drain().collect());
+                let mut writes = Vec::with_capacity(slots.len() * if room { 2 } else { 1 });
+                // Moved out, not collected: that would size the list to the slots alone.
+                writes.extend(slots.drain());
+                let sorted = SlotDiffs::from_distinct(writes);
                 if spare.len() < SPARE_SLOT_MAPS {
                     spare.push(*slots);
                 }
