@@ -141,14 +141,8 @@ impl ChangedAccount {
 
     /// The change `diff`, to execute on top of.
     fn from_diff(diff: AccountDiff) -> Self {
-        let storage = (!diff.storage.is_empty()).then(|| {
-            Box::new(
-                diff.storage
-                    .iter()
-                    .map(|(slot, value)| (*slot, *value))
-                    .collect(),
-            )
-        });
+        let storage =
+            (!diff.storage.is_empty()).then(|| Box::new(diff.storage.into_iter().collect()));
         Self {
             info: diff.info,
             storage_cleared: diff.storage_cleared,

@@ -60,7 +60,9 @@ impl AccountDiff {
     pub fn then(&mut self, mut later: AccountDiff) {
         if !later.storage_cleared {
             let mut storage = std::mem::take(&mut self.storage);
-            storage.append(std::mem::take(&mut later.storage));
+            storage.append_with(std::mem::take(&mut later.storage), |kept, value| {
+                *kept = value;
+            });
             later.storage = storage;
             later.storage_cleared = self.storage_cleared;
         }
@@ -136,6 +138,72 @@ impl<K: Ord, V> SortedMap<K, V> {
         self.0.iter_mut().map(|(_, value)| value)
     }
 
+    /// Merges `later`, entries from after these, into this list; a key both hold gets
+    /// `combine(earlier value, later value)`.
+    ///
+    /// In place, from the back, into the room at the end of this list (see
+    /// [`AccountDiffs::with_room`]): a block's 5,000 changed accounts are ~700 KB, and a
+    /// merge into a new list faulted all of it in afresh on the executor's critical path,
+    /// where this touches only the room the later list fills, and moves none of the
+    /// earlier entries that sort before every later one. An entry moves at most once, in
+    /// a block of memory: a merge of safe swaps through default-filled room wrote every
+    /// moved change twice, and first counted the shared addresses to size the room (a pass
+    /// over both lists). Merging the chunks of a block of 2,500 transfers (`stave bench
+    /// exec`, medians): 124 µs → 65 µs.
+    pub fn append_with(&mut self, later: Self, mut combine: impl FnMut(&mut V, V)) {
+        let earlier = &mut self.0;
+        let mut later = later.0;
+        if earlier.is_empty() {
+            // Nothing to merge with: the later list is the result as it stands.
+            *earlier = later;
+            return;
+        }
+        let (earlier_len, later_len) = (earlier.len(), later.len());
+        earlier.reserve(later_len);
+        let room = earlier.as_mut_ptr();
+        let from = later.as_ptr();
+        // SAFETY: both lengths are set to 0 first, so a panic (in `combine`, or a failed
+        // allocation in it) leaks the entries rather than dropping any twice. Invariant of
+        // the loop: `room[..unplaced]` are earlier entries still to place,
+        // `room[unplaced..next]` is free (moved out of, or never written),
+        // `room[next..earlier_len + later_len]` is the merged tail, and `from[..left]` are
+        // later entries still to place; `next - unplaced` is `left` plus the shared keys
+        // met so far, so there is always a free place for the next entry. Each entry is
+        // read out of a place once and written into a free place once.
+        unsafe {
+            earlier.set_len(0);
+            later.set_len(0);
+            let (mut unplaced, mut next, mut left) =
+                (earlier_len, earlier_len + later_len, later_len);
+            while left > 0 {
+                left -= 1;
+                let (key, then) = std::ptr::read(from.add(left));
+                // The earlier entries that sort after this one move up as one block.
+                let mut start = unplaced;
+                while start > 0 && (*room.add(start - 1)).0 > key {
+                    start -= 1;
+                }
+                next -= unplaced - start;
+                std::ptr::copy(room.add(start), room.add(next), unplaced - start);
+                unplaced = start;
+                next -= 1;
+                let merged = if unplaced > 0 && (*room.add(unplaced - 1)).0 == key {
+                    unplaced -= 1;
+                    let (_, mut first) = std::ptr::read(room.add(unplaced));
+                    combine(&mut first, then);
+                    (key, first)
+                } else {
+                    (key, then)
+                };
+                std::ptr::write(room.add(next), merged);
+            }
+            // One free place is left per shared key: the tail closes over them.
+            let merged_len = earlier_len + later_len - (next - unplaced);
+            std::ptr::copy(room.add(next), room.add(unplaced), merged_len - unplaced);
+            earlier.set_len(merged_len);
+        }
+    }
+
     /// How many entries there are.
     pub fn len(&self) -> usize {
         self.0.len()
@@ -190,38 +258,6 @@ impl SlotDiffs {
         writes.sort_unstable_by_key(|(slot, _)| *slot);
         writes.dedup_by_key(|(slot, _)| *slot);
         Self(writes)
-    }
-
-    /// Applies `later`, writes made after these, on top of them: a slot both wrote keeps
-    /// the later value. Merges from the back into room at the end of this list, so each
-    /// slot moves at most once more, and the slots that sort before every later one not at
-    /// all.
-    pub fn append(&mut self, later: SlotDiffs) {
-        if self.0.is_empty() {
-            *self = later;
-            return;
-        }
-        let (earlier_len, later_len) = (self.0.len(), later.0.len());
-        let slots = &mut self.0;
-        slots.resize(earlier_len + later_len, (U256::ZERO, U256::ZERO));
-        // `slots[..unplaced]` are earlier writes still to place and `slots[next..]` the
-        // merged tail; `next - unplaced` is the later writes left plus the slots both
-        // wrote so far, so `next - 1` is free whenever a later write is left.
-        let (mut unplaced, mut next) = (earlier_len, earlier_len + later_len);
-        for &(slot, value) in later.0.iter().rev() {
-            while unplaced > 0 && slots[unplaced - 1].0 > slot {
-                unplaced -= 1;
-                next -= 1;
-                slots[next] = slots[unplaced];
-            }
-            if unplaced > 0 && slots[unplaced - 1].0 == slot {
-                unplaced -= 1;
-            }
-            next -= 1;
-            slots[next] = (slot, value);
-        }
-        // One place is left free per slot both wrote: the tail closes over them.
-        slots.drain(unplaced..next);
     }
 }
 
@@ -303,70 +339,12 @@ pub struct StateDiff {
 
 impl StateDiff {
     /// Applies `later`, the changes made after these, on top of them: the result is what
-    /// applying both in order gives.
-    ///
-    /// The two sorted account lists are merged in place, from the back, into the room
-    /// these changes' list has (see [`AccountDiffs::with_room`]): a block's 5,000 changed
-    /// accounts are ~700 KB, and a merge into a new list faulted all of it in afresh on
-    /// the executor's critical path, where this touches only the room the later list
-    /// fills, and moves none of the earlier changes that sort before every later one.
-    /// A change moves at most once, in a block of memory: a merge of safe swaps through
-    /// default-filled room wrote every moved change twice, and first counted the shared
-    /// addresses to size the room (a pass over both lists). Merging the chunks of a block
-    /// of 2,500 transfers (`stave bench exec`, medians): 124 µs → 65 µs.
+    /// applying both in order gives. The account lists merge in place, from the back, into
+    /// the room these changes' list has (see [`AccountDiffs::with_room`] and
+    /// [`SortedMap::append_with`]).
     pub fn append(&mut self, mut later: StateDiff) {
         self.codes.append(&mut later.codes);
-        let earlier = &mut self.accounts.0;
-        let mut later = later.accounts.0;
-        if earlier.is_empty() {
-            // Nothing to merge with: the later list is the result as it stands.
-            *earlier = later;
-            return;
-        }
-        let (earlier_len, later_len) = (earlier.len(), later.len());
-        earlier.reserve(later_len);
-        let room = earlier.as_mut_ptr();
-        let from = later.as_ptr();
-        // SAFETY: both lengths are set to 0 first, so a panic (only an allocation failure
-        // in `AccountDiff::then` can raise one) leaks the changes rather than dropping
-        // any twice. Invariant of the loop: `room[..unplaced]` are earlier changes still
-        // to place, `room[unplaced..next]` is free (moved out of, or never written),
-        // `room[next..earlier_len + later_len]` is the merged tail, and `from[..left]`
-        // are later changes still to place; `next - unplaced` is `left` plus the shared
-        // addresses met so far, so there is always a free place for the next change. Each
-        // element is read out of a place once and written into a free place once.
-        unsafe {
-            earlier.set_len(0);
-            later.set_len(0);
-            let (mut unplaced, mut next, mut left) =
-                (earlier_len, earlier_len + later_len, later_len);
-            while left > 0 {
-                left -= 1;
-                let (address, then) = std::ptr::read(from.add(left));
-                // The earlier changes that sort after this one move up as one block.
-                let mut start = unplaced;
-                while start > 0 && (*room.add(start - 1)).0 > address {
-                    start -= 1;
-                }
-                next -= unplaced - start;
-                std::ptr::copy(room.add(start), room.add(next), unplaced - start);
-                unplaced = start;
-                next -= 1;
-                let merged = if unplaced > 0 && (*room.add(unplaced - 1)).0 == address {
-                    unplaced -= 1;
-                    let (_, mut first) = std::ptr::read(room.add(unplaced));
-                    first.then(then);
-                    (address, first)
-                } else {
-                    (address, then)
-                };
-                std::ptr::write(room.add(next), merged);
-            }
-            // One free place is left per shared address: the tail closes over them.
-            let merged_len = earlier_len + later_len - (next - unplaced);
-            std::ptr::copy(room.add(next), room.add(unplaced), merged_len - unplaced);
-            earlier.set_len(merged_len);
-        }
+        self.accounts.append_with(later.accounts, AccountDiff::then);
     }
 
     /// The state a genesis creates, as a diff over nothing: block 0's changes.
@@ -717,7 +695,7 @@ mod tests {
                 expected.insert(slot, value);
             }
             let mut slots: SlotDiffs = earlier.into_iter().map(write).collect();
-            slots.append(later.into_iter().map(write).collect());
+            slots.append_with(later.into_iter().map(write).collect(), |kept, value| *kept = value);
             let merged: Vec<(U256, U256)> = slots.iter().map(|(s, v)| (*s, *v)).collect();
             proptest::prop_assert_eq!(&merged, &expected.clone().into_iter().collect::<Vec<_>>());
             // The same slots once each, in any order, sort to the same list.
