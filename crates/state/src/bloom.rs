@@ -1,45 +1,67 @@
 //! A fixed-size bloom filter over state keys, one per diff layer, covering the layer and
 //! its parents: a key it does not contain is in no layer, and the lookup goes straight
 //! below the layers.
+//!
+//! The filter is blocked: each key's bits lie in one 64-byte block, one cache line, so a
+//! lookup costs at most one miss where four bits anywhere in the 1 MiB would cost up to
+//! four. Most lookups miss (a transfer's fresh recipient, an account no recent block
+//! changed), and the two executing threads each warm their own core's cache for them.
 
 use crate::key::StateKey;
 
-/// 2^23 bits (1 MiB): about 2.5% false positives with 128 layers of 2,500-tx blocks.
-const BITS_LOG2: u32 = 23;
-const WORDS: usize = (1 << BITS_LOG2) / 64;
-const HASHES: u64 = 4;
+/// 2^23 bits (1 MiB) in 2^14 blocks of 512 bits: 0.54% false positives with 128 layers of
+/// 2,500 transfers (0.48% with the bits spread over the whole filter).
+const BLOCKS_LOG2: u32 = 14;
+const BLOCKS: usize = 1 << BLOCKS_LOG2;
+/// Bits set per key, all in the key's block.
+const HASHES: u32 = 4;
+/// Bits of a hash that pick one of a block's 512 bits.
+const BIT_IN_BLOCK_LOG2: u32 = 9;
+
+/// One cache line of the filter.
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+struct Block([u64; 8]);
 
 /// The bloom filter of a diff layer.
 #[derive(Clone)]
 pub(crate) struct KeyBloom {
-    words: Box<[u64]>,
+    blocks: Box<[Block]>,
 }
 
 impl KeyBloom {
     /// An empty filter.
     pub(crate) fn new() -> Self {
         Self {
-            words: vec![0; WORDS].into_boxed_slice(),
+            blocks: vec![Block([0; 8]); BLOCKS].into_boxed_slice(),
         }
     }
 
-    fn positions(key: &StateKey) -> impl Iterator<Item = usize> {
-        // Double hashing over the key's two 64-bit hashes.
+    /// The key's block, and its bits there (as word, bit).
+    fn positions(key: &StateKey) -> (usize, impl Iterator<Item = (usize, u64)>) {
         let (h1, h2) = key.hashes();
-        let mask = (1u64 << BITS_LOG2) - 1;
-        (0..HASHES).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2 | 1)) & mask) as usize)
+        let block = (h1 >> (64 - BLOCKS_LOG2)) as usize;
+        let bits = (0..HASHES).map(move |i| {
+            let bit = (h2 >> (i * BIT_IN_BLOCK_LOG2)) as usize & ((1 << BIT_IN_BLOCK_LOG2) - 1);
+            (bit / 64, 1 << (bit % 64))
+        });
+        (block, bits)
     }
 
     /// Adds `key`.
     pub(crate) fn insert(&mut self, key: &StateKey) {
-        for bit in Self::positions(key) {
-            self.words[bit / 64] |= 1 << (bit % 64);
+        let (block, bits) = Self::positions(key);
+        let words = &mut self.blocks[block].0;
+        for (word, bit) in bits {
+            words[word] |= bit;
         }
     }
 
     /// False when `key` was certainly never inserted.
     pub(crate) fn may_contain(&self, key: &StateKey) -> bool {
-        Self::positions(key).all(|bit| self.words[bit / 64] & (1 << (bit % 64)) != 0)
+        let (block, mut bits) = Self::positions(key);
+        let words = &self.blocks[block].0;
+        bits.all(|(word, bit)| words[word] & bit != 0)
     }
 
     /// False when no layer under the filter can hold `key`: neither the key itself nor,
@@ -47,5 +69,53 @@ impl KeyBloom {
     pub(crate) fn may_hold(&self, key: &StateKey) -> bool {
         self.may_contain(key)
             || matches!(key, StateKey::Storage(owner, _) if self.may_contain(&StateKey::Wiped(*owner)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::{Address, U256};
+
+    use super::*;
+
+    /// Distinct accounts and slots, from a seed.
+    fn keys(seed: u64, count: usize) -> Vec<StateKey> {
+        (0..count as u64)
+            .map(|i| {
+                let n = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i);
+                let address = Address::from_word(alloy_primitives::keccak256(n.to_be_bytes()));
+                if i % 3 == 0 {
+                    StateKey::Storage(address, U256::from(i))
+                } else {
+                    StateKey::Account(address)
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_key_inserted_may_be_held_and_few_others_are() {
+        // 128 layers of 2,500 transfers: a sender and a recipient each.
+        let inserted = keys(1, 128 * 5_000);
+        let mut bloom = KeyBloom::new();
+        inserted.iter().for_each(|key| bloom.insert(key));
+        assert!(inserted.iter().all(|key| bloom.may_hold(key)));
+        let others = keys(2, 100_000);
+        let false_positives = others.iter().filter(|key| bloom.may_contain(key)).count();
+        assert!(
+            false_positives < others.len() / 100,
+            "{false_positives} of {} keys never inserted were let through",
+            others.len()
+        );
+        assert!(!KeyBloom::new().may_contain(&inserted[0]));
+    }
+
+    #[test]
+    fn a_slot_of_an_account_whose_storage_was_wiped_may_be_held() {
+        let owner = Address::repeat_byte(7);
+        let mut bloom = KeyBloom::new();
+        bloom.insert(&StateKey::Wiped(owner));
+        assert!(bloom.may_hold(&StateKey::Storage(owner, U256::from(12_345))));
+        assert!(!bloom.may_contain(&StateKey::Storage(owner, U256::from(12_345))));
     }
 }
