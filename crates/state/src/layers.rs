@@ -22,6 +22,7 @@ use crate::{
     error::StateLayerError,
     key::{StateKey, StateValue},
     layer::{DiffLayer, SpeculativeLayer, keys, merge},
+    sharded::ReadMostly,
     touched::TouchedAccounts,
 };
 
@@ -34,6 +35,11 @@ pub const FLUSH_BATCH: usize = 16;
 pub const DEFAULT_CLEAN_CACHE_ENTRIES: usize = 4_000_000;
 /// Shards of the origin pool.
 const ORIGIN_SHARDS: usize = 32;
+/// Shards of the clean cache.
+const CLEAN_SHARDS: usize = 16;
+/// Values a prefetching thread loads before it puts them in the origin pool: each put
+/// write-locks the shards they go to (see [`crate::sharded`]).
+const PREFETCH_BATCH: usize = 512;
 /// Values the origin pool holds before it is emptied (at a block boundary).
 const ORIGIN_CAPACITY: usize = 1 << 20;
 /// Values one thread's [`ColdReads`] keeps until the next layer is prepared; the reads
@@ -135,7 +141,8 @@ struct OriginEntry {
 }
 
 /// Values execution on one thread read from below the layers (the clean cache or disk),
-/// for the origin pool once the next layer is prepared ([`StateLayers::prepare`]).
+/// for the origin pool once the next layer is prepared ([`StateLayers::prepare`]); or
+/// values a prefetching thread loaded, for the pool once it has a batch of them.
 ///
 /// Inserting each into the pool as it was read (a shard's write lock, an insert into a
 /// table the executing threads share and grow) cost each cold read ~0.3 µs, and most of
@@ -189,11 +196,13 @@ pub struct StateLayers<'s> {
     touched: TouchedAccounts,
     /// The height the disk layer is at.
     flushed: AtomicU64,
-    clean: quick_cache::sync::Cache<StateKey, StateValue>,
-    origin: [RwLock<HashMap<StateKey, OriginEntry>>; ORIGIN_SHARDS],
+    clean: ReadMostly<quick_cache::unsync::Cache<StateKey, StateValue>, CLEAN_SHARDS>,
+    origin: ReadMostly<HashMap<StateKey, OriginEntry>, ORIGIN_SHARDS>,
     /// What each executing thread read from below the layers since the last layer was
     /// prepared, for the origin pool.
     cold_reads: ThreadLocal<Mutex<ColdReads>>,
+    /// What each prefetching thread loaded and has not put in the origin pool yet.
+    prefetched: ThreadLocal<Mutex<ColdReads>>,
     /// Historical reads hold it shared; a flush holds it exclusively, so the disk layer
     /// never moves under a snapshot of a block the flush reaches.
     gate: RwLock<()>,
@@ -224,16 +233,20 @@ impl<'s> StateLayers<'s> {
     /// a clean cache of `clean_entries` entries.
     pub fn new(store: &'s dyn KvStore, flushed: u64, clean_entries: usize) -> Self {
         metrics::gauge!("stave_state_flushed_height").set(flushed as f64);
-        let clean = quick_cache::sync::Cache::new(clean_entries.max(1));
-        clean.reserve(clean_entries.min(RESERVED_ENTRIES));
+        let clean = ReadMostly::new(|_| {
+            let mut shard = quick_cache::unsync::Cache::new((clean_entries / CLEAN_SHARDS).max(1));
+            shard.reserve(clean_entries.min(RESERVED_ENTRIES) / CLEAN_SHARDS);
+            shard
+        });
         Self {
             store,
             layers: RwLock::new(Vec::with_capacity(KEPT_LAYERS + FLUSH_BATCH + 1)),
             touched: TouchedAccounts::new(),
             flushed: AtomicU64::new(flushed),
             clean,
-            origin: std::array::from_fn(|_| RwLock::new(HashMap::default())),
+            origin: ReadMostly::new(|_| HashMap::default()),
             cold_reads: ThreadLocal::new(),
+            prefetched: ThreadLocal::new(),
             gate: RwLock::new(()),
             flushing: Mutex::new(()),
             counters: Counters::default(),
@@ -312,7 +325,7 @@ impl<'s> StateLayers<'s> {
         // The origin values of the keys the block wrote stay: the layer hides them from
         // every snapshot that has it, and the flush that writes the layer to disk drops
         // them. A pool grown past its bound starts over.
-        let held: usize = self.origin.iter().map(|shard| shard.read().len()).sum();
+        let held = self.origin.sum(HashMap::len);
         if held > ORIGIN_CAPACITY {
             self.clear_origin();
         }
@@ -357,28 +370,30 @@ impl<'s> StateLayers<'s> {
         self.touched.remove(layer.number, diff);
     }
 
-    fn origin_shard(&self, key: &StateKey) -> &RwLock<HashMap<StateKey, OriginEntry>> {
-        &self.origin[(key.hashes().0 as usize) % ORIGIN_SHARDS]
-    }
-
     /// Moves the values execution read from below the layers into the origin pool, but for
     /// keys `bloom` (the new layer's, which covers every held layer) may hold: a layer
     /// hides those. Values read before the last flush are dropped.
     fn keep_cold_reads(&self, bloom: &KeyBloom) {
         let flushed = self.flushed();
+        let mut kept = Vec::new();
         for cold in self.cold_reads.iter() {
             let mut cold = cold.lock();
             if cold.flushed != flushed {
                 cold.values.clear();
                 continue;
             }
-            for (key, value) in cold.values.drain(..) {
-                if bloom.may_hold(&key) {
-                    continue;
-                }
+            kept.extend(
+                cold.values
+                    .drain(..)
+                    .filter(|(key, _)| !bloom.may_hold(key)),
+            );
+        }
+        self.origin.write_all(
+            kept,
+            |(key, _)| key,
+            |shard, (key, value)| {
                 // A prefetcher may have loaded it since: execution used its value too.
-                self.origin_shard(&key)
-                    .write()
+                shard
                     .entry(key)
                     .and_modify(|entry| entry.used.store(true, Ordering::Relaxed))
                     .or_insert(OriginEntry {
@@ -386,8 +401,8 @@ impl<'s> StateLayers<'s> {
                         prefetched: false,
                         used: AtomicBool::new(true),
                     });
-            }
-        }
+            },
+        );
     }
 
     /// Keeps `value`, which execution read from below the layers while the disk layer was
@@ -403,20 +418,60 @@ impl<'s> StateLayers<'s> {
         }
     }
 
+    /// Keeps `value`, which a prefetcher loaded from below the layers while the disk layer
+    /// was at `flushed`; puts its thread's values in the origin pool every
+    /// [`PREFETCH_BATCH`] of them.
+    fn note_prefetched(&self, flushed: u64, key: StateKey, value: StateValue) {
+        let mut loaded = self.prefetched.get_or_default().lock();
+        if loaded.flushed != flushed {
+            loaded.values.clear();
+            loaded.flushed = flushed;
+        }
+        loaded.values.push((key, value));
+        if loaded.values.len() >= PREFETCH_BATCH {
+            self.pool_prefetched(&mut loaded);
+        }
+    }
+
+    /// Puts what the prefetching threads loaded in the origin pool (a prefetch is done).
+    pub(crate) fn publish_prefetched(&self) {
+        for loaded in self.prefetched.iter() {
+            self.pool_prefetched(&mut loaded.lock());
+        }
+    }
+
+    /// Puts `loaded` in the origin pool, unless a flush has happened since it was read.
+    fn pool_prefetched(&self, loaded: &mut ColdReads) {
+        let values = std::mem::take(&mut loaded.values);
+        if loaded.flushed != self.flushed() {
+            return;
+        }
+        self.origin.write_all(
+            values,
+            |(key, _)| key,
+            |shard, (key, value)| {
+                shard.entry(key).or_insert(OriginEntry {
+                    value,
+                    prefetched: true,
+                    used: AtomicBool::new(false),
+                });
+            },
+        );
+    }
+
     /// Empties the origin pool, counting prefetched values never used. Its entries stay
     /// valid across blocks (they are disk values, dropped when a flush writes their key;
     /// until then a layer that changed the key hides them), so it is emptied only when
     /// it outgrows its bound, or by a caller that wants the waste counted.
     pub fn clear_origin(&self) {
         let mut wasted = 0;
-        for shard in &self.origin {
-            let mut shard = shard.write();
+        self.origin.each(|shard| {
             wasted += shard
                 .values()
                 .filter(|entry| entry.prefetched && !entry.used.load(Ordering::Relaxed))
                 .count() as u64;
             shard.clear();
-        }
+        });
         self.counters.add(|c| &c.wasted_prefetch, wasted);
         metrics::counter!("stave_state_prefetch_wasted_total").increment(wasted);
     }
@@ -522,17 +577,28 @@ impl<'s> StateLayers<'s> {
             .collect();
         if !wiped.is_empty() {
             let stale = |key: &StateKey| matches!(key, StateKey::Storage(owner, _) if wiped.contains(owner));
-            self.clean.retain(|key, _| !stale(key));
-            for shard in &self.origin {
-                shard.write().retain(|key, _| !stale(key));
-            }
+            self.clean.each(|shard| shard.retain(|key, _| !stale(key)));
+            self.origin.each(|shard| shard.retain(|key, _| !stale(key)));
         }
-        for key in keys(&merged) {
-            if let Some(value) = oldest.iter().rev().find_map(|layer| layer.get(&key)) {
-                self.clean.insert(key, value);
-            }
-            self.origin_shard(&key).write().remove(&key);
-        }
+        let written: Vec<StateKey> = keys(&merged).collect();
+        let values = written.iter().filter_map(|key| {
+            let value = oldest.iter().rev().find_map(|layer| layer.get(key))?;
+            Some((*key, value))
+        });
+        self.clean.write_all(
+            values,
+            |(key, _)| key,
+            |shard, (key, value)| {
+                shard.insert(key, value);
+            },
+        );
+        self.origin.write_all(
+            written,
+            |key| key,
+            |shard, key| {
+                shard.remove(&key);
+            },
+        );
         self.flushed.store(height, Ordering::Release);
         self.layers.write().drain(..oldest.len());
         // Unlisted only once dropped: a snapshot that still has a layer finds it listed or
@@ -607,7 +673,7 @@ impl<'s> StateLayers<'s> {
 
     /// A value below the diff layers: origin pool, clean cache, then disk.
     ///
-    /// A value read from disk goes into the origin pool only (a prefetcher's at once,
+    /// A value read from disk goes into the origin pool only (a prefetcher's in batches,
     /// execution's when the next layer is prepared: [`ColdReads`]), which keeps it until a
     /// flush writes its key or the pool outgrows its bound. The clean cache gets values
     /// when a flush writes them: most keys a block reads from disk it also writes (a
@@ -618,12 +684,13 @@ impl<'s> StateLayers<'s> {
     /// 8 pairs, pipelined import median 214k → 254k TPS.
     fn below(&self, key: StateKey, reader: Reader) -> Result<StateValue, StateError> {
         if reader == Reader::Historical {
-            return match self.clean.get(&key) {
+            let clean = self.clean.read(&key).get(&key).cloned();
+            return match clean {
                 Some(value) => Ok(value),
                 None => self.read_disk(&key).map_err(state_error),
             };
         }
-        if let Some(entry) = self.origin_shard(&key).read().get(&key) {
+        if let Some(entry) = self.origin.read(&key).get(&key) {
             // Only the first use writes: a store on every read dirtied the entry's line.
             if reader == Reader::Execution && !entry.used.load(Ordering::Relaxed) {
                 entry.used.store(true, Ordering::Relaxed);
@@ -633,7 +700,8 @@ impl<'s> StateLayers<'s> {
         }
         // Read before the value: a flush after this point makes the value one to drop.
         let flushed = self.flushed();
-        let value = match self.clean.get(&key) {
+        let clean = self.clean.read(&key).get(&key).cloned();
+        let value = match clean {
             Some(value) => {
                 self.count(reader, |c| &c.clean);
                 value
@@ -650,14 +718,7 @@ impl<'s> StateLayers<'s> {
             self.note_cold_read(flushed, key, &value);
             return Ok(value);
         }
-        self.origin_shard(&key)
-            .write()
-            .entry(key)
-            .or_insert(OriginEntry {
-                value: value.clone(),
-                prefetched: true,
-                used: AtomicBool::new(false),
-            });
+        self.note_prefetched(flushed, key, value.clone());
         Ok(value)
     }
 
@@ -762,6 +823,13 @@ impl Snapshot<'_, '_> {
 
 fn mismatch() -> StateError {
     StateError("state layers returned a value of another kind".into())
+}
+
+impl Snapshot<'_, '_> {
+    /// Puts what prefetchers loaded and still hold in the origin pool.
+    pub(crate) fn publish_prefetched(&self) {
+        self.layers.publish_prefetched();
+    }
 }
 
 impl StateReader for Snapshot<'_, '_> {

@@ -23,6 +23,7 @@ mod key;
 mod layer;
 mod layers;
 mod prefetch;
+mod sharded;
 mod touched;
 
 pub use error::StateLayerError;

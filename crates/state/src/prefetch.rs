@@ -80,5 +80,6 @@ impl Prefetcher {
                 }
             });
         });
+        snapshot.publish_prefetched();
     }
 }
