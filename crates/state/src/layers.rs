@@ -160,6 +160,27 @@ struct ColdReads {
     values: Vec<(StateKey, StateValue)>,
 }
 
+impl ColdReads {
+    /// The values, for more read while the disk layer is at `flushed`: emptied first if
+    /// they were read at another height.
+    fn at(&mut self, flushed: u64) -> &mut Vec<(StateKey, StateValue)> {
+        if self.flushed != flushed {
+            self.values.clear();
+            self.flushed = flushed;
+        }
+        &mut self.values
+    }
+
+    /// Drains the values, keeping their room; none if they were read before the disk
+    /// layer reached `flushed`.
+    fn drain_at(&mut self, flushed: u64) -> std::vec::Drain<'_, (StateKey, StateValue)> {
+        if self.flushed != flushed {
+            self.values.clear();
+        }
+        self.values.drain(..)
+    }
+}
+
 /// Who is reading: execution at the head (counted per layer), a prefetcher (counted as
 /// loads), or a query at an earlier block (not counted, and kept out of the origin pool:
 /// a value below its layers may be newer in the head's).
@@ -233,7 +254,7 @@ impl<'s> StateLayers<'s> {
     /// a clean cache of `clean_entries` entries.
     pub fn new(store: &'s dyn KvStore, flushed: u64, clean_entries: usize) -> Self {
         metrics::gauge!("stave_state_flushed_height").set(flushed as f64);
-        let clean = ReadMostly::new(|_| {
+        let clean = ReadMostly::new(|| {
             let mut shard = quick_cache::unsync::Cache::new((clean_entries / CLEAN_SHARDS).max(1));
             shard.reserve(clean_entries.min(RESERVED_ENTRIES) / CLEAN_SHARDS);
             shard
@@ -244,7 +265,7 @@ impl<'s> StateLayers<'s> {
             touched: TouchedAccounts::new(),
             flushed: AtomicU64::new(flushed),
             clean,
-            origin: ReadMostly::new(|_| HashMap::default()),
+            origin: ReadMostly::new(HashMap::default),
             cold_reads: ThreadLocal::new(),
             prefetched: ThreadLocal::new(),
             gate: RwLock::new(()),
@@ -377,29 +398,39 @@ impl<'s> StateLayers<'s> {
         let flushed = self.flushed();
         let mut kept = Vec::new();
         for cold in self.cold_reads.iter() {
-            let mut cold = cold.lock();
-            if cold.flushed != flushed {
-                cold.values.clear();
-                continue;
-            }
             kept.extend(
-                cold.values
-                    .drain(..)
+                cold.lock()
+                    .drain_at(flushed)
                     .filter(|(key, _)| !bloom.may_hold(key)),
             );
         }
+        self.put_in_origin(kept, Reader::Execution);
+    }
+
+    /// Puts `values`, which `reader` (execution or a prefetcher) read from below the
+    /// layers, in the origin pool. A value execution read counts as used, also where a
+    /// prefetcher had loaded it already.
+    fn put_in_origin(
+        &self,
+        values: impl IntoIterator<Item = (StateKey, StateValue)>,
+        reader: Reader,
+    ) {
+        let used = reader == Reader::Execution;
         self.origin.write_all(
-            kept,
+            values,
             |(key, _)| key,
             |shard, (key, value)| {
-                // A prefetcher may have loaded it since: execution used its value too.
                 shard
                     .entry(key)
-                    .and_modify(|entry| entry.used.store(true, Ordering::Relaxed))
+                    .and_modify(|entry| {
+                        if used {
+                            entry.used.store(true, Ordering::Relaxed);
+                        }
+                    })
                     .or_insert(OriginEntry {
                         value,
-                        prefetched: false,
-                        used: AtomicBool::new(true),
+                        prefetched: !used,
+                        used: AtomicBool::new(used),
                     });
             },
         );
@@ -409,12 +440,9 @@ impl<'s> StateLayers<'s> {
     /// at `flushed`, for the origin pool ([`ColdReads`]).
     fn note_cold_read(&self, flushed: u64, key: StateKey, value: &StateValue) {
         let mut cold = self.cold_reads.get_or_default().lock();
-        if cold.flushed != flushed {
-            cold.values.clear();
-            cold.flushed = flushed;
-        }
-        if cold.values.len() < COLD_READS_KEPT {
-            cold.values.push((key, value.clone()));
+        let values = cold.at(flushed);
+        if values.len() < COLD_READS_KEPT {
+            values.push((key, value.clone()));
         }
     }
 
@@ -423,12 +451,9 @@ impl<'s> StateLayers<'s> {
     /// [`PREFETCH_BATCH`] of them.
     fn note_prefetched(&self, flushed: u64, key: StateKey, value: StateValue) {
         let mut loaded = self.prefetched.get_or_default().lock();
-        if loaded.flushed != flushed {
-            loaded.values.clear();
-            loaded.flushed = flushed;
-        }
-        loaded.values.push((key, value));
-        if loaded.values.len() >= PREFETCH_BATCH {
+        let values = loaded.at(flushed);
+        values.push((key, value));
+        if values.len() >= PREFETCH_BATCH {
             self.pool_prefetched(&mut loaded);
         }
     }
@@ -442,21 +467,7 @@ impl<'s> StateLayers<'s> {
 
     /// Puts `loaded` in the origin pool, unless a flush has happened since it was read.
     fn pool_prefetched(&self, loaded: &mut ColdReads) {
-        let values = std::mem::take(&mut loaded.values);
-        if loaded.flushed != self.flushed() {
-            return;
-        }
-        self.origin.write_all(
-            values,
-            |(key, _)| key,
-            |shard, (key, value)| {
-                shard.entry(key).or_insert(OriginEntry {
-                    value,
-                    prefetched: true,
-                    used: AtomicBool::new(false),
-                });
-            },
-        );
+        self.put_in_origin(loaded.drain_at(self.flushed()), Reader::Prefetch);
     }
 
     /// Empties the origin pool, counting prefetched values never used. Its entries stay
@@ -684,8 +695,7 @@ impl<'s> StateLayers<'s> {
     /// 8 pairs, pipelined import median 214k → 254k TPS.
     fn below(&self, key: StateKey, reader: Reader) -> Result<StateValue, StateError> {
         if reader == Reader::Historical {
-            let clean = self.clean.read(&key).get(&key).cloned();
-            return match clean {
+            return match self.clean_value(&key) {
                 Some(value) => Ok(value),
                 None => self.read_disk(&key).map_err(state_error),
             };
@@ -700,8 +710,7 @@ impl<'s> StateLayers<'s> {
         }
         // Read before the value: a flush after this point makes the value one to drop.
         let flushed = self.flushed();
-        let clean = self.clean.read(&key).get(&key).cloned();
-        let value = match clean {
+        let value = match self.clean_value(&key) {
             Some(value) => {
                 self.count(reader, |c| &c.clean);
                 value
@@ -720,6 +729,11 @@ impl<'s> StateLayers<'s> {
         }
         self.note_prefetched(flushed, key, value.clone());
         Ok(value)
+    }
+
+    /// The clean cache's value of `key`.
+    fn clean_value(&self, key: &StateKey) -> Option<StateValue> {
+        self.clean.read(key).get(key).cloned()
     }
 
     fn read_disk(&self, key: &StateKey) -> Result<StateValue, StorageError> {

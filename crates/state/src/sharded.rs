@@ -26,9 +26,9 @@ pub(crate) struct ReadMostly<T, const N: usize> {
 
 impl<T, const N: usize> ReadMostly<T, N> {
     /// Shards made by `make`.
-    pub(crate) fn new(mut make: impl FnMut(usize) -> T) -> Self {
+    pub(crate) fn new(mut make: impl FnMut() -> T) -> Self {
         Self {
-            shards: std::array::from_fn(|index| ShardedLock::new(make(index))),
+            shards: std::array::from_fn(|_| ShardedLock::new(make())),
         }
     }
 
@@ -40,7 +40,11 @@ impl<T, const N: usize> ReadMostly<T, N> {
     /// panic (they are changed by single calls), so a lock poisoned by one is used all
     /// the same.
     pub(crate) fn read(&self, key: &StateKey) -> ShardedLockReadGuard<'_, T> {
-        self.shards[Self::index(key)]
+        self.read_at(Self::index(key))
+    }
+
+    fn read_at(&self, index: usize) -> ShardedLockReadGuard<'_, T> {
+        self.shards[index]
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -58,14 +62,7 @@ impl<T, const N: usize> ReadMostly<T, N> {
 
     /// The sum of `f` over the shards.
     pub(crate) fn sum(&self, f: impl Fn(&T) -> usize) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| {
-                f(&shard
-                    .read()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner))
-            })
-            .sum()
+        (0..N).map(|index| f(&self.read_at(index))).sum()
     }
 
     /// Applies `apply` to each item in the shard of its key (`key_of`), taking each shard
@@ -110,7 +107,7 @@ mod tests {
                 )
             })
             .collect();
-        let shards: ReadMostly<Vec<u64>, 4> = ReadMostly::new(|_| Vec::new());
+        let shards: ReadMostly<Vec<u64>, 4> = ReadMostly::new(Vec::new);
         shards.write_all(items.clone(), |(key, _)| key, |shard, (_, i)| shard.push(i));
         assert_eq!(shards.sum(Vec::len), items.len());
         for (key, i) in &items {
