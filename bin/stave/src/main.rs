@@ -57,10 +57,11 @@ const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 /// `MIMALLOC_PURGE_DECOMMITS` says otherwise. A decommitted page faults in zeroed at its
 /// next use, and the executor's threads met their heaps purged between blocks. `stave
 /// bench pipeline --workload transfer`, the variable toggled in one binary, 5 interleaved
-/// runs, staged execute 1.566 / 1.619 / 1.694 / 1.564 / 1.773x with decommits, 1.702 / 1.721 / 1.684 /
-/// 1.664 / 1.645x without (staged execute 17.7 → 16.6 ms, serial 29.1 → 27.9 ms). Never
-/// purging at all (`MIMALLOC_PURGE_DELAY=-1`) did the same; a 10 s delay did not. The
-/// cost: purged memory counts in the process's RSS until the kernel reclaims it.
+/// runs, staged execute 1.566 / 1.619 / 1.694 / 1.564 / 1.773x with decommits, 1.702 /
+/// 1.721 / 1.684 / 1.664 / 1.645x without (staged execute 17.7 → 16.6 ms, serial 29.1 →
+/// 27.9 ms). Never purging at all (`MIMALLOC_PURGE_DELAY=-1`) did the same; a 10 s delay
+/// did not. The cost: purged memory counts in the process's RSS until the kernel reclaims
+/// it.
 fn purge_without_decommitting() {
     if std::env::var_os("MIMALLOC_PURGE_DECOMMITS").is_none() {
         // SAFETY: sets one of mimalloc's options, read at each purge; touches no memory of
