@@ -369,6 +369,51 @@ mod tests {
     }
 
     #[test]
+    fn lists_hashed_together_in_parts_have_the_merkle_roots_of_their_leaves() {
+        let encode = |item: &u32, out: &mut Vec<u8>| out.extend_from_slice(&item.to_be_bytes());
+        let leaf_hashes = |items: &[u32]| -> Vec<B256> {
+            let chunked = Chunked::new(items, encode);
+            let mut hashed = Vec::new();
+            chunked.hash_leaves(0..chunked.leaves(), &mut hashed);
+            hashed
+        };
+        // Trees of a few leaves and of many, odd and even at every level, cut into up to
+        // 9 parts whose borders fall anywhere in either list, some leaves hashed ahead.
+        for first_leaves in [0, 1, 2, 3, 16, 17, 31, 33, 64, 100, 157] {
+            for second_leaves in [0, 1, 40, 79] {
+                for ahead_len in [0, 1, 5] {
+                    let first: Vec<u32> = (0..first_leaves * ITEMS_PER_LEAF as u32).collect();
+                    let second: Vec<u32> = (0..(second_leaves * ITEMS_PER_LEAF as u32).saturating_sub(3))
+                        .map(|i| i ^ 0xabcd)
+                        .collect();
+                    let ahead = leaves(ahead_len);
+                    let expected = [
+                        merkle_root(&[ahead.clone(), leaf_hashes(&first)].concat()),
+                        merkle_root(&leaf_hashes(&second)),
+                    ];
+                    for threads in 1..=9 {
+                        let hasher = PartsSeen {
+                            threads,
+                            seen: Default::default(),
+                        };
+                        let roots = chunked_roots(
+                            &[
+                                (&ahead, &Chunked::new(&first, encode)),
+                                (&[], &Chunked::new(&second, encode)),
+                            ],
+                            &hasher,
+                        );
+                        assert_eq!(
+                            roots, expected,
+                            "{first_leaves} + {ahead_len} ahead, {second_leaves}, {threads}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn parts_cover_the_leaves_in_order_and_shrink() {
         for leaves in [16, 17, 157, 236, 1000] {
             for parts in 1..=(leaves / MIN_LEAVES_PER_PART).min(16) {
