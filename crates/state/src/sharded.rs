@@ -121,4 +121,36 @@ mod tests {
         shards.each(Vec::clear);
         assert_eq!(shards.sum(Vec::len), 0);
     }
+
+    #[test]
+    fn accounts_and_slots_that_differ_in_their_last_bytes_spread_over_the_shards() {
+        const SHARDS: usize = 64;
+        let counted = |i: u64| {
+            let mut bytes = [0; 20];
+            bytes[12..].copy_from_slice(&i.to_be_bytes());
+            Address::from(bytes)
+        };
+        let per_shard = 200;
+        let count = (SHARDS * per_shard) as u64;
+        for keys in [
+            (0..count)
+                .map(|i| StateKey::Account(counted(i)))
+                .collect::<Vec<_>>(),
+            (0..count)
+                .map(|i| StateKey::Storage(counted(1), U256::from(i)))
+                .collect(),
+        ] {
+            let shards: ReadMostly<usize, SHARDS> = ReadMostly::new(|| 0);
+            shards.write_all(keys, |key| key, |shard, _| *shard += 1);
+            let (mut fewest, mut most) = (usize::MAX, 0);
+            shards.each(|shard| {
+                fewest = fewest.min(*shard);
+                most = most.max(*shard);
+            });
+            assert!(
+                fewest > per_shard / 2 && most < per_shard * 2,
+                "shards hold {fewest} to {most} keys where {per_shard} is even"
+            );
+        }
+    }
 }

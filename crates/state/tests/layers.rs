@@ -202,7 +202,7 @@ fn execution_reads_from_disk_reach_the_origin_pool_when_the_next_layer_is_prepar
     let dir = tempfile::tempdir().expect("tempdir");
     let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
     let layers = StateLayers::new(&store, 0, 64);
-    // Keys that share no bloom bits (an address's filter bits come from its first bytes).
+    // Two accounts the filter tells apart: one's layer does not hide the other.
     let (kept, written) = (Address::repeat_byte(2), Address::repeat_byte(3));
     let before = layers.latest();
     for address in [kept, written, kept] {
