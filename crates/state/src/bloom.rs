@@ -110,15 +110,10 @@ mod tests {
         assert!(!KeyBloom::new().may_contain(&inserted[0]));
     }
 
-    /// Accounts counted up from a prefix, as a chain's system contracts or a test's
-    /// recipients are: addresses that are not keccak outputs.
+    /// Accounts counted up from the bench's recipients' prefix.
     fn counted_accounts(range: std::ops::Range<u64>) -> Vec<StateKey> {
         range
-            .map(|i| {
-                let mut bytes = [0x5a; 20];
-                bytes[12..].copy_from_slice(&i.to_be_bytes());
-                StateKey::Account(Address::from(bytes))
-            })
+            .map(|i| StateKey::Account(crate::key::counted_address(0x5a, i)))
             .collect()
     }
 

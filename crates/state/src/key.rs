@@ -23,14 +23,17 @@ fn word(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(word)
 }
 
+/// An odd constant (2^64 over the golden ratio): multiplied by it, a word cannot cancel
+/// its twin out, and XORed in, it salts one key kind's hashes apart from another's.
+const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+
 /// Two hashes of all 20 bytes of `address`, each key kind salting them its own way.
 fn address_hashes(address: &Address, salt: u64) -> (u64, u64) {
-    const ODD: u64 = 0x9e37_79b9_7f4a_7c15;
     let bytes = address.as_slice();
     // Bytes 12..20: the last eight, overlapping the middle word by four. Each word is
     // mixed in turn (an address of one byte repeated must not cancel itself out).
     let (first, middle, last) = (word(bytes, 0), word(bytes, 8), word(bytes, 12) ^ salt);
-    let inner = mix(middle ^ last.wrapping_mul(ODD));
+    let inner = mix(middle ^ last.wrapping_mul(MIX));
     let outer = mix(first ^ inner);
     (outer, mix(outer ^ inner.rotate_left(32)))
 }
@@ -62,13 +65,11 @@ impl StateKey {
     /// transfer's recipient (`0x5a…`, counted up) searched the layers' index, ~150 ns.
     /// Slots are mixed with their address.
     pub(crate) fn hashes(&self) -> (u64, u64) {
-        const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
         match self {
             Self::Account(address) => address_hashes(address, 0),
             Self::Storage(address, slot) => {
                 let (a, b) = address_hashes(address, 0);
                 let slot = slot.to_le_bytes::<32>();
-                // Multiplied by an odd constant, a word cannot cancel its twin out.
                 let low = word(&slot, 0) ^ word(&slot, 16).wrapping_mul(MIX);
                 let high = word(&slot, 8) ^ word(&slot, 24).wrapping_mul(MIX);
                 (mix(a ^ low), mix(b ^ high ^ low.rotate_left(32)))
@@ -88,4 +89,13 @@ pub(crate) enum StateValue {
     Storage(U256),
     /// Code, or `None` when unknown.
     Code(Option<Bytes>),
+}
+
+/// Address `i` counted up from a prefix of `prefix` bytes, as a chain's system contracts or
+/// a test's recipients are: an address that is not a keccak output.
+#[cfg(test)]
+pub(crate) fn counted_address(prefix: u8, i: u64) -> Address {
+    let mut bytes = [prefix; 20];
+    bytes[12..].copy_from_slice(&i.to_be_bytes());
+    Address::from(bytes)
 }

@@ -125,11 +125,7 @@ mod tests {
     #[test]
     fn accounts_and_slots_that_differ_in_their_last_bytes_spread_over_the_shards() {
         const SHARDS: usize = 64;
-        let counted = |i: u64| {
-            let mut bytes = [0; 20];
-            bytes[12..].copy_from_slice(&i.to_be_bytes());
-            Address::from(bytes)
-        };
+        let counted = |i| crate::key::counted_address(0, i);
         let per_shard = 200;
         let count = (SHARDS * per_shard) as u64;
         for keys in [
