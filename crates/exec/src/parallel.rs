@@ -865,7 +865,7 @@ mod tests {
             gas_used,
             fee: alloy_primitives::U256::ZERO,
             logs: Vec::new(),
-            bloom: Default::default(),
+            bloom: None,
         };
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
         let mut next = |bound: u64| {

@@ -7,7 +7,7 @@
 use std::{ops::Range, sync::atomic::AtomicU64};
 
 use alloy_consensus::Transaction as _;
-use alloy_primitives::{B256, U256};
+use alloy_primitives::{B256, Bloom, U256};
 use parking_lot::RwLock;
 use revm::context_interface::ContextTr;
 use stave_primitives::{
@@ -190,7 +190,7 @@ impl<'h> Tally<'h> {
                 };
                 outcome.receipts.push(Receipt {
                     receipt,
-                    logs_bloom: bloom,
+                    logs_bloom: bloom.map_or(Bloom::ZERO, |bloom| *bloom),
                 });
                 outcome.included.push(index);
                 Ok(Some(writes))
