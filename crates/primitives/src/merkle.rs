@@ -8,7 +8,7 @@
 //! `keccak256(count as u64 big-endian || top)`, so a list and the list of its inner nodes
 //! never share a root either. Levels are hashed in parallel with rayon.
 
-use std::ops::Range;
+use std::{borrow::Cow, ops::Range};
 
 use alloy_primitives::{B256, keccak256};
 use rayon::prelude::*;
@@ -159,8 +159,9 @@ impl<T: Sync, E: Fn(&T, &mut Vec<u8>) + Sync> LeafList for Chunked<'_, T, E> {
 /// The [`chunked_root`] of each of `lists`, their leaves hashed together: the leaves of all
 /// of them, one after another, are cut into as many parts as `hasher` asks for, so the
 /// threads share the work of both of a block's roots and are handed work once, not once
-/// per root. Each list comes as the hashes of its first leaves, hashed ahead, and the
-/// leaves after them, to hash here.
+/// per root; then each list's Merkle top is hashed from its leaves, the lists' tops
+/// handed to `hasher` as parts of their own. Each list comes as the hashes of its first
+/// leaves, hashed ahead, and the leaves after them, to hash here.
 pub(crate) fn chunked_roots(
     lists: &[(&[B256], &dyn LeafList)],
     hasher: &dyn LeafHasher,
@@ -189,19 +190,35 @@ pub(crate) fn chunked_roots(
         hasher.hash_parts(parts, &hash_part).concat()
     };
     let mut rest = hashed.as_slice();
-    lists
+    let leaves_of: Vec<Cow<'_, [B256]>> = lists
         .iter()
         .zip(counts)
         .map(|((ahead, _), count)| {
             let (list, later) = rest.split_at(count);
             rest = later;
             if ahead.is_empty() {
-                merkle_root(list)
+                Cow::Borrowed(list)
             } else {
-                merkle_root(&[ahead, list].concat())
+                Cow::Owned([ahead, list].concat())
             }
         })
-        .collect()
+        .collect();
+    if parts == 1 || lists.len() == 1 {
+        return leaves_of.iter().map(|leaves| merkle_root(leaves)).collect();
+    }
+    // Then the lists' Merkle tops side by side, the longest first: the calling thread
+    // starts on it while a helper comes for the next. A block of 2,500 transfers' two
+    // tops took ~60 µs on one thread.
+    let mut longest_first: Vec<usize> = (0..lists.len()).collect();
+    longest_first.sort_by_key(|&list| std::cmp::Reverse(leaves_of[list].len()));
+    let tops = hasher.hash_parts(lists.len(), &|part| {
+        vec![merkle_root(&leaves_of[longest_first[part]])]
+    });
+    let mut roots = vec![B256::ZERO; lists.len()];
+    for (list, top) in longest_first.into_iter().zip(tops) {
+        roots[list] = top[0];
+    }
+    roots
 }
 
 /// Where part `part` of `parts` starts among `leaves` leaves (`part == parts`: the end).
