@@ -633,7 +633,7 @@ fn apply_writes(diff: &mut Changes, log: &WriteLog, range: Range<usize>) {
                 if let Some(code) = code {
                     diff.codes
                         .entry(info.code_hash)
-                        .or_insert_with(|| log.codes[*code as usize].clone());
+                        .or_insert_with(|| log.codes[*code].clone());
                 }
             }
         }
@@ -688,7 +688,7 @@ impl WriteLog {
                     .filter(|_| account.is_created() && account.info.code_hash != KECCAK_EMPTY)
                     .map(|code| {
                         self.codes.push(code.original_bytes());
-                        u32::try_from(self.codes.len() - 1).expect("codes of one block fit u32")
+                        self.codes.len() - 1
                     });
                 let first_slot = self.slots.len();
                 self.slots.extend(
@@ -737,7 +737,7 @@ enum WriteKind {
         /// Created by this transaction: storage from before it is gone.
         created: bool,
         /// Code deployed by this transaction (rare), as its index in [`WriteLog::codes`].
-        code: Option<u32>,
+        code: Option<usize>,
         /// Where the slots written, with their new values, sit in [`WriteLog::slots`].
         storage: Range<usize>,
     },
