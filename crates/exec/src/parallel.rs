@@ -244,12 +244,12 @@ fn shared_chunks(range: Range<usize>, parts: usize, share: u32) -> Vec<Range<usi
 /// and the next block's first chunk gets the median of the last [`FirstShare::BLOCKS`].
 ///
 /// A median, not an average: a block executed beside other work (the node's import
-/// pipeline flushes state layers to disk meanwhile) is 0.3-3.5 ms unbalanced, its
-/// speculator slow, and it is an odd block out. In `stave bench pipeline` (2,500
-/// transfers a block, 10 runs each), one such block before every four executed alone
-/// (its pipelined import, then the staged one) moved the share the first chunk then got
-/// when each block moved it half way to its own: the staged blocks' median imbalance was
-/// 153-206 µs, 114-178 µs with the median of 7.
+/// pipeline flushes state layers to disk meanwhile) comes out 0.3-3.5 ms unbalanced, its
+/// speculator slow; it is an odd block out, and should not move the share of the blocks
+/// that follow it alone. `stave bench pipeline` (2,500 transfers a block, 10 runs each)
+/// runs one such block before every four alone (its pipelined import, then the staged
+/// one). When each block moved the share half way to its own, the four alone were
+/// unbalanced by a median of 153-206 µs; with the median of 7, 114-178 µs.
 #[derive(Debug)]
 struct FirstShare {
     /// The share before any block was learned from.
