@@ -10,8 +10,8 @@ use alloy_primitives::{Address, B256, KECCAK256_EMPTY, U256, keccak256};
 use criterion::{Criterion, criterion_group, criterion_main};
 use stave_exec::{AccountDiff, AccountState, ParallelExecutor, StateDiff};
 use stave_primitives::{
-    GlobalPoolLeaves, LeafHasher, Receipt, ReceiptLeaves, SerialLeaves, receipts_and_state_roots,
-    receipts_root, state_root,
+    GlobalPoolLeaves, LeafHasher, Receipt, ReceiptLeaves, SerialLeaves, SlotsHint,
+    receipts_and_state_roots, receipts_root, state_root,
 };
 
 const ACCOUNTS: u64 = 5_000;
@@ -81,6 +81,7 @@ fn roots(c: &mut Criterion) {
                 &ReceiptLeaves::default(),
                 B256::ZERO,
                 &diff,
+                SlotsHint::Unknown,
                 &executor,
             )
         })

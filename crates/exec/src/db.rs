@@ -27,7 +27,7 @@ use revm::{
     primitives::{KECCAK_EMPTY, StorageKey, StorageValue},
     state::{AccountInfo, Bytecode, EvmState},
 };
-use stave_primitives::{AccountDiff, AccountDiffs, AccountState, SlotDiffs, StateDiff};
+use stave_primitives::{AccountDiff, AccountDiffs, AccountState, SlotDiffs, SlotsHint, StateDiff};
 
 use crate::{error::StateError, state::StateReader};
 
@@ -332,6 +332,11 @@ impl SortedChanges {
                 self.slots.insert(slot_key(address, slot));
             }
         }
+    }
+
+    /// What these changes say of their slots (a pass over them).
+    pub(crate) fn slots(&self) -> SlotsHint {
+        SlotsHint::of(&self.diff)
     }
 
     /// The changes, without their filter.

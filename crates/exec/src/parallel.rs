@@ -51,7 +51,7 @@ use parking_lot::{Mutex, RwLock};
 use alloy_consensus::Transaction as _;
 use alloy_primitives::{Address, B256};
 use revm::context_interface::ContextTr;
-use stave_primitives::{Header, LeafHasher, RecoveredTx, SerialLeaves, StateDiff};
+use stave_primitives::{Header, LeafHasher, RecoveredTx, SerialLeaves, SlotsHint, StateDiff};
 
 use crate::{
     db::{
@@ -490,6 +490,8 @@ impl ParallelExecutor {
         let hits_in_chunks: u64 = chunk_hits.iter().map(|h| h.load(Ordering::Relaxed)).sum();
         hits.fetch_add(hits_in_chunks, Ordering::Relaxed);
         let mut whole = true;
+        // Learned by the thread that merges the last chunk, if it merges whole.
+        let mut slots = SlotsHint::Unknown;
         let chunks_left = speculated.len();
         for (index, chunk) in speculated.into_iter().enumerate() {
             // Nothing is checked against the changes after the last chunk is merged.
@@ -511,12 +513,19 @@ impl ParallelExecutor {
                 let mut sorted = block
                     .take()
                     .unwrap_or_else(|| SortedChanges::new(overlay.take_diff(0)));
-                let ((), recorded) = side_by_side(
+                let (merged_slots, recorded) = side_by_side(
                     pool,
                     || {
                         sorted.append(diff, checked_after);
+                        // The block's changes are all here, in this core's cache.
+                        let slots = if checked_after {
+                            SlotsHint::Unknown
+                        } else {
+                            sorted.slots()
+                        };
                         // The next chunk's merge, or the block's roots, comes next.
                         linger(pool, LINGER_FOR);
+                        slots
                     },
                     |merged| {
                         let recorded = record_whole_chunk(&mut tally, range, runs);
@@ -528,6 +537,7 @@ impl ParallelExecutor {
                 recorded?;
                 spare_logs.keep(logs);
                 block = Some(sorted);
+                slots = merged_slots;
             } else {
                 if let Some(sorted) = block.take() {
                     overlay.replace(Changes::from_diff(sorted.into_diff()));
@@ -539,7 +549,7 @@ impl ParallelExecutor {
         overlay.report_hits();
         let diff = block.map_or_else(|| overlay.take_diff(0), SortedChanges::into_diff);
         spare.keep(committed.into_inner());
-        tally.finish(base, diff)
+        tally.finish(base, diff, slots)
     }
 
     /// Executes `txs` on `base` under `header` on the calling thread alone, as

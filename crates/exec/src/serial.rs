@@ -11,7 +11,8 @@ use alloy_primitives::{B256, Bloom, U256};
 use parking_lot::RwLock;
 use revm::context_interface::ContextTr;
 use stave_primitives::{
-    Header, LeafHasher, Receipt, ReceiptLeaves, RecoveredTx, StateDiff, receipts_and_state_roots,
+    Header, LeafHasher, Receipt, ReceiptLeaves, RecoveredTx, SlotsHint, StateDiff,
+    receipts_and_state_roots,
 };
 
 use crate::{
@@ -57,6 +58,8 @@ pub struct ExecutionOutcome {
     /// The first leaves of the receipts root, hashed while an executing thread would
     /// otherwise have waited: [`ExecutionOutcome::roots`] skips them.
     receipt_leaves: ReceiptLeaves,
+    /// What the thread that merged `diff` learned of its slots, for the roots.
+    slots: SlotsHint,
 }
 
 impl ExecutionOutcome {
@@ -69,13 +72,15 @@ impl ExecutionOutcome {
             &self.receipt_leaves,
             parent_root,
             &self.diff,
+            self.slots,
             hasher,
         )
     }
 }
 
 /// Outcomes are equal when they hold the same results: how many receipt leaves were
-/// hashed ahead (which depends on how the threads met) is work done, not a result.
+/// hashed ahead (which depends on how the threads met), and what was learned of the
+/// slots ahead, are work done, not results.
 impl PartialEq for ExecutionOutcome {
     fn eq(&self, other: &Self) -> bool {
         let Self {
@@ -86,6 +91,7 @@ impl PartialEq for ExecutionOutcome {
             diff,
             skipped,
             receipt_leaves: _,
+            slots: _,
         } = self;
         *included == other.included
             && *receipts == other.receipts
@@ -116,6 +122,7 @@ impl<'h> Tally<'h> {
             diff: StateDiff::default(),
             skipped: Vec::new(),
             receipt_leaves: ReceiptLeaves::default(),
+            slots: SlotsHint::Unknown,
         };
         Self {
             header,
@@ -236,16 +243,19 @@ impl<'h> Tally<'h> {
     }
 
     /// Credits the proposer in `diff`, the changes of the block's transactions over
-    /// `base`, and hands over the outcome with it.
+    /// `base`, and hands over the outcome with it and with `slots`, what is known of
+    /// `diff`'s slots (the credit writes none).
     pub(crate) fn finish(
         mut self,
         base: &dyn StateReader,
         mut diff: StateDiff,
+        slots: SlotsHint,
     ) -> Result<ExecutionOutcome, ExecError> {
         if !self.outcome.fees.is_zero() {
             credit(&mut diff, base, self.header.proposer, self.outcome.fees)?;
         }
         self.outcome.diff = diff;
+        self.outcome.slots = slots;
         Ok(self.outcome)
     }
 }
@@ -290,5 +300,5 @@ pub(crate) fn execute_serial_on(
     let mut tally = Tally::new(header, mode, txs.len());
     tally.execute_range(&mut evm, &mut handler, txs, 0..txs.len())?;
     overlay.report_hits();
-    tally.finish(base, overlay.take_diff(0))
+    tally.finish(base, overlay.take_diff(0), SlotsHint::Unknown)
 }

@@ -150,7 +150,8 @@ fn assert_same(parallel: &ExecutionOutcome, serial: &ExecutionOutcome, threads: 
         );
     }
     assert_eq!(parallel, serial, "{threads} threads");
-    // The parallel executor hashes receipt leaves ahead while its threads wait.
+    // The parallel executor hashes receipt leaves ahead while its threads wait, and tells
+    // the roots whether the changes it merged wrote slots.
     assert_eq!(
         parallel.roots(B256::ZERO, &SerialLeaves),
         serial.roots(B256::ZERO, &SerialLeaves),

@@ -36,8 +36,8 @@ pub use receipt::{
     receipts_root,
 };
 pub use state::{
-    AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, SlotDiffs, SortedIter, SortedMap,
-    StateDiff, receipts_and_state_roots, state_root,
+    AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, SlotDiffs, SlotsHint, SortedIter,
+    SortedMap, StateDiff, receipts_and_state_roots, state_root,
 };
 pub use stored_diff::{StoredDiffError, decode_stored_diff, encode_stored_diff};
 pub use transaction::{
