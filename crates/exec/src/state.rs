@@ -22,6 +22,9 @@ pub trait StateReader: Send + Sync {
     /// its own block changes served (the L1 layer, above this reader), so a layered
     /// reader can report every layer's share. Plain readers ignore it.
     fn note_block_reads(&self, _reads: u64) {}
+    /// A hint that the account at `address` is read soon: a layered reader may start
+    /// loading the memory its lookup will touch. Plain readers ignore it.
+    fn prefetch_account(&self, _address: Address) {}
 }
 
 /// The whole state in memory: genesis, tests and benches. Real nodes read through the

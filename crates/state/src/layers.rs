@@ -868,6 +868,12 @@ impl StateReader for Snapshot<'_, '_> {
         }
     }
 
+    fn prefetch_account(&self, address: Address) {
+        if let Some(bloom) = &self.bloom {
+            bloom.prefetch(&StateKey::Account(address));
+        }
+    }
+
     fn note_block_reads(&self, reads: u64) {
         if self.reader == Reader::Execution {
             self.layers.counters.add(|c| &c.block, reads);
