@@ -480,8 +480,9 @@ pub fn receipts_and_state_roots(
 /// What is known, before a block's roots are hashed, of the slots its changes wrote. The
 /// parallel executor learns it ([`SlotsHint::of`]) on the thread that merged the changes,
 /// while they are in that core's cache; the roots then lay out the units without reading
-/// every change again, from the other core's cache (a block of 2,500 transfers: roots
-/// 611 → 581 µs, medians of 45 blocks).
+/// every change again, from the other core's cache. A block of 2,500 transfers: its roots
+/// took 611 µs with that pass and 581 without (medians of 45 blocks); `stave bench
+/// pipeline`, 30 interleaved release runs: staged execute 14.60 → 14.50 ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SlotsHint {
     /// Nothing is known: the roots look at every change.
