@@ -402,12 +402,15 @@ pub(crate) struct Overlay<'a> {
 }
 
 impl<'a> Overlay<'a> {
-    /// Hints to the state below that `tx`'s sender and recipient are read next: the
-    /// executing loops call it one transaction ahead. With the state layers' bloom line
+    /// Hints to the state below that the sender and recipient of `txs[index + 1]` (if
+    /// any) are read next, while `txs[index]` runs. With the state layers' bloom lines
     /// loaded meanwhile, `stave bench pipeline` (transfers, 12 interleaved runs, one
     /// binary) took 25.3 ms serial / 14.1 ms staged to execute, against 27.0 / 15.1
     /// without.
-    pub(crate) fn prefetch(&self, tx: &RecoveredTx) {
+    pub(crate) fn prefetch_next(&self, txs: &[RecoveredTx], index: usize) {
+        let Some(tx) = txs.get(index + 1) else {
+            return;
+        };
         self.base.prefetch_account(tx.sender);
         if let Some(to) = alloy_consensus::Transaction::to(tx.tx.envelope()) {
             self.base.prefetch_account(to);

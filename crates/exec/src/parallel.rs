@@ -151,9 +151,7 @@ fn speculate_chunk(
     let mut runs = Vec::with_capacity(range.len());
     let mut gas = ChunkGas::default();
     for (position, index) in range.clone().enumerate() {
-        if let Some(next) = txs[..range.end].get(index + 1) {
-            evm.ctx.db().overlay.prefetch(next);
-        }
+        evm.ctx.db().overlay.prefetch_next(&txs[..range.end], index);
         let start = evm.ctx.db().reads.len();
         gas.admit(txs[index].tx.envelope().gas_limit());
         let run = run_tx(&mut evm, &mut handler, &txs[index], index, &mut writes);

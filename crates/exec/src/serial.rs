@@ -231,12 +231,10 @@ impl<'h> Tally<'h> {
     ) -> Result<(), ExecError> {
         // Each transaction's writes are applied at once: one log, emptied every time.
         let mut writes = WriteLog::default();
-        let end = range.end;
+        let upcoming = &txs[..range.end];
         for index in range {
             let tx = &txs[index];
-            if let Some(next) = txs[..end].get(index + 1) {
-                evm.ctx.db().overlay.prefetch(next);
-            }
+            evm.ctx.db().overlay.prefetch_next(upcoming, index);
             if self.fits(index, tx)? {
                 writes.clear();
                 let run = run_tx(evm, handler, tx, index, &mut writes)?;

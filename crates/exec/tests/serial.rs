@@ -1,11 +1,15 @@
 //! The serial executor on real transactions: transfers, the repo's ERC-20, reverts,
 //! out-of-gas, self-destruct, contracts creating contracts, reads of state another tx in
-//! the block changed, nonce order, and the block gas limit.
+//! the block changed, nonce order, the block gas limit, and the hints it gives the state
+//! ahead of its reads.
 
 mod support;
 
-use alloy_primitives::{Address, Bytes, TxKind, U256};
-use stave_exec::{ExecError, ExecutionOutcome, MemoryState, Mode, StateReader, execute_serial};
+use alloy_primitives::{Address, B256, Bytes, TxKind, U256};
+use stave_exec::{
+    AccountState, ExecError, ExecutionOutcome, MemoryState, Mode, StateError, StateReader,
+    execute_serial,
+};
 use stave_primitives::{RecoveredTx, dev::dev_account};
 use stave_sdk::{
     contracts::{ERC20_TRANSFER_TOPIC, stave_token_balance_slot},
@@ -248,22 +252,16 @@ struct Noting {
 }
 
 impl StateReader for Noting {
-    fn account(
-        &self,
-        address: Address,
-    ) -> Result<Option<stave_exec::AccountState>, stave_exec::StateError> {
+    fn account(&self, address: Address) -> Result<Option<AccountState>, StateError> {
         self.state.account(address)
     }
-    fn storage(&self, address: Address, slot: U256) -> Result<U256, stave_exec::StateError> {
+    fn storage(&self, address: Address, slot: U256) -> Result<U256, StateError> {
         self.state.storage(address, slot)
     }
-    fn code(
-        &self,
-        code_hash: alloy_primitives::B256,
-    ) -> Result<Option<Bytes>, stave_exec::StateError> {
+    fn code(&self, code_hash: B256) -> Result<Option<Bytes>, StateError> {
         self.state.code(code_hash)
     }
-    fn block_hash(&self, number: u64) -> Result<alloy_primitives::B256, stave_exec::StateError> {
+    fn block_hash(&self, number: u64) -> Result<B256, StateError> {
         self.state.block_hash(number)
     }
     fn note_block_reads(&self, reads: u64) {
@@ -305,4 +303,76 @@ fn reads_the_block_itself_served_are_reported_to_the_state() {
             "parallel {parallel}: {alone} then {together}"
         );
     }
+}
+
+/// A state that logs which accounts were hinted and which were read, in order.
+struct HintLog {
+    state: MemoryState,
+    events: std::sync::Mutex<Vec<(bool, Address)>>,
+}
+
+impl HintLog {
+    fn log(&self, hinted: bool, address: Address) {
+        self.events
+            .lock()
+            .expect("not poisoned")
+            .push((hinted, address));
+    }
+}
+
+impl StateReader for HintLog {
+    fn account(&self, address: Address) -> Result<Option<AccountState>, StateError> {
+        self.log(false, address);
+        self.state.account(address)
+    }
+
+    fn storage(&self, address: Address, slot: U256) -> Result<U256, StateError> {
+        self.state.storage(address, slot)
+    }
+
+    fn code(&self, code_hash: B256) -> Result<Option<Bytes>, StateError> {
+        self.state.code(code_hash)
+    }
+
+    fn block_hash(&self, number: u64) -> Result<B256, StateError> {
+        self.state.block_hash(number)
+    }
+
+    fn prefetch_account(&self, address: Address) {
+        self.log(true, address);
+    }
+}
+
+#[test]
+fn the_next_transaction_s_sender_and_recipient_are_hinted_before_they_are_read() {
+    let state = HintLog {
+        state: state(),
+        events: Default::default(),
+    };
+    let recipient = |i: u8| Address::repeat_byte(0x70 + i);
+    let txs: Vec<RecoveredTx> = (0..3)
+        .map(|i| {
+            tx(
+                i,
+                0,
+                TxKind::Call(recipient(i as u8)),
+                1,
+                21_000,
+                Bytes::new(),
+            )
+        })
+        .collect();
+    execute_serial(&state, CHAIN_ID, &header(30_000_000), &txs, Mode::Validate)
+        .expect("valid block");
+    let events = state.events.into_inner().expect("not poisoned");
+    let first = |event: (bool, Address)| events.iter().position(|e| *e == event);
+    for (i, tx) in txs.iter().enumerate().skip(1) {
+        for address in [tx.sender, recipient(i as u8)] {
+            let hinted = first((true, address)).expect("hinted");
+            let read = first((false, address)).expect("read");
+            assert!(hinted < read, "tx {i}: {address} read before it was hinted");
+        }
+    }
+    // The first transaction runs before anything could be hinted.
+    assert_eq!(first((true, txs[0].sender)), None);
 }
