@@ -245,14 +245,34 @@ fn insufficient_balance_and_wrong_chain_id_are_invalid() {
     assert!(matches!(err, ExecError::InvalidTx { index: 0, .. }));
 }
 
-/// A state that remembers what the executor told it about reads its block served.
+/// A state that remembers what the executor told it: how many reads its block served, and
+/// which accounts it hinted, among the accounts it read, in order (`true` for a hint).
+#[derive(Default)]
 struct Noting {
     state: MemoryState,
     noted: std::sync::atomic::AtomicU64,
+    accounts: std::sync::Mutex<Vec<(bool, Address)>>,
+}
+
+impl Noting {
+    fn on(state: MemoryState) -> Self {
+        Self {
+            state,
+            ..Self::default()
+        }
+    }
+
+    fn log(&self, hinted: bool, address: Address) {
+        self.accounts
+            .lock()
+            .expect("not poisoned")
+            .push((hinted, address));
+    }
 }
 
 impl StateReader for Noting {
     fn account(&self, address: Address) -> Result<Option<AccountState>, StateError> {
+        self.log(false, address);
         self.state.account(address)
     }
     fn storage(&self, address: Address, slot: U256) -> Result<U256, StateError> {
@@ -268,14 +288,14 @@ impl StateReader for Noting {
         self.noted
             .fetch_add(reads, std::sync::atomic::Ordering::Relaxed);
     }
+    fn prefetch_account(&self, address: Address) {
+        self.log(true, address);
+    }
 }
 
 #[test]
 fn reads_the_block_itself_served_are_reported_to_the_state() {
-    let noting = Noting {
-        state: state(),
-        noted: Default::default(),
-    };
+    let noting = Noting::on(state());
     let to = Address::repeat_byte(0x56);
     let one = [tx(2, 0, TxKind::Call(to), 1, 21_000, Bytes::new())];
     // Three txs of one sender: the second and third read the sender (and the recipient)
@@ -305,50 +325,9 @@ fn reads_the_block_itself_served_are_reported_to_the_state() {
     }
 }
 
-/// A state that logs which accounts were hinted and which were read, in order.
-struct HintLog {
-    state: MemoryState,
-    events: std::sync::Mutex<Vec<(bool, Address)>>,
-}
-
-impl HintLog {
-    fn log(&self, hinted: bool, address: Address) {
-        self.events
-            .lock()
-            .expect("not poisoned")
-            .push((hinted, address));
-    }
-}
-
-impl StateReader for HintLog {
-    fn account(&self, address: Address) -> Result<Option<AccountState>, StateError> {
-        self.log(false, address);
-        self.state.account(address)
-    }
-
-    fn storage(&self, address: Address, slot: U256) -> Result<U256, StateError> {
-        self.state.storage(address, slot)
-    }
-
-    fn code(&self, code_hash: B256) -> Result<Option<Bytes>, StateError> {
-        self.state.code(code_hash)
-    }
-
-    fn block_hash(&self, number: u64) -> Result<B256, StateError> {
-        self.state.block_hash(number)
-    }
-
-    fn prefetch_account(&self, address: Address) {
-        self.log(true, address);
-    }
-}
-
 #[test]
 fn the_next_transaction_s_sender_and_recipient_are_hinted_before_they_are_read() {
-    let state = HintLog {
-        state: state(),
-        events: Default::default(),
-    };
+    let state = Noting::on(state());
     let recipient = |i: u8| Address::repeat_byte(0x70 + i);
     let txs: Vec<RecoveredTx> = (0..3)
         .map(|i| {
@@ -364,7 +343,7 @@ fn the_next_transaction_s_sender_and_recipient_are_hinted_before_they_are_read()
         .collect();
     execute_serial(&state, CHAIN_ID, &header(30_000_000), &txs, Mode::Validate)
         .expect("valid block");
-    let events = state.events.into_inner().expect("not poisoned");
+    let events = state.accounts.into_inner().expect("not poisoned");
     let first = |event: (bool, Address)| events.iter().position(|e| *e == event);
     for (i, tx) in txs.iter().enumerate().skip(1) {
         for address in [tx.sender, recipient(i as u8)] {
