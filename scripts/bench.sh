@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: build the release binary, run `stave bench pipeline` (10,000 transfers in
+# The main job: build the release binary, run `stave bench pipeline` (100,000 transfers in
 # 2,500-tx blocks imported with every stage serial, then parallel, on the embedded LMDB
 # default), then the single-stage benches, SDK signing and the state layers (1,000,000
 # accounts on disk). Extra arguments (say `--json`) go to each.

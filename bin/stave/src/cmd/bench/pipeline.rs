@@ -49,8 +49,16 @@ pub struct PipelineArgs {
     /// What the transactions do.
     #[arg(long, value_enum, default_value_t = Workload::Transfer)]
     workload: Workload,
-    /// Transactions in all.
-    #[arg(long, default_value_t = 10_000)]
+    /// Transactions in all, one funded sender each: by default 40 blocks over a genesis of
+    /// 100,000 accounts, an import's steady state on a state no core's cache holds.
+    // With 10,000 (4 blocks over 10,000 accounts) the first block into each fresh data dir
+    // was a quarter of the import (its parallel execution ~16% slower than the next ones,
+    // its serial ~5%), and the state was small enough to stay in the one core's cache that
+    // serial execution runs on (a serial transfer 1.98 µs at 10,000, 2.33 at 100,000),
+    // while a block split over two cores pulls it into both: transfer execute 1.71 / 1.80
+    // / 1.74x against 1.70 / 1.86 / 1.88x with 100,000, alternated in one hour
+    // (MEASUREMENTS.md, sessions 43 and 47).
+    #[arg(long, default_value_t = 100_000)]
     txs: usize,
     /// Transactions per block (FISCO BCOS measured with 2,500).
     #[arg(long, default_value_t = 2_500)]
