@@ -220,21 +220,20 @@ impl<'h> Tally<'h> {
         Ok(())
     }
 
-    /// Executes transactions `range` of `txs` one after another on `evm`, each on the
-    /// state the ones before it left.
-    pub(crate) fn execute_range<'db>(
+    /// Executes the transactions of `txs` at `indices` (in order) one after another on
+    /// `evm`, each on the state the ones before it left.
+    pub(crate) fn execute_in_order<'db>(
         &mut self,
         evm: &mut BlockEvm<BlockDb<'db>>,
         handler: &mut DeferredRewardHandler<BlockEvm<BlockDb<'db>>>,
         txs: &[RecoveredTx],
-        range: Range<usize>,
+        indices: impl IntoIterator<Item = usize>,
     ) -> Result<(), ExecError> {
         // Each transaction's writes are applied at once: one log, emptied every time.
         let mut writes = WriteLog::default();
-        let upcoming = &txs[..range.end];
-        for index in range {
+        for index in indices {
             let tx = &txs[index];
-            evm.ctx.db().overlay.prefetch_next(upcoming, index);
+            evm.ctx.db().overlay.prefetch_next(txs, index);
             if self.fits(index, tx)? {
                 writes.clear();
                 let run = run_tx(evm, handler, tx, index, &mut writes)?;
@@ -300,7 +299,7 @@ pub(crate) fn execute_serial_on(
     let mut evm = block_evm(BlockDb::new(overlay), chain_id, header);
     let mut handler = DeferredRewardHandler::default();
     let mut tally = Tally::new(header, mode, txs.len());
-    tally.execute_range(&mut evm, &mut handler, txs, 0..txs.len())?;
+    tally.execute_in_order(&mut evm, &mut handler, txs, 0..txs.len())?;
     overlay.report_hits();
     tally.finish(base, overlay.take_diff(0), SlotsHint::Unknown)
 }

@@ -4,6 +4,11 @@
 
 mod support;
 
+use std::{
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
 use alloy_primitives::{Address, B256, Bytes, TxKind};
 use proptest::prelude::*;
 use stave_exec::{ExecutionOutcome, Mode, ParallelExecutor, execute_serial};
@@ -225,6 +230,42 @@ fn an_executor_that_learned_uneven_chunks_still_equals_serial() {
     let executor = [ParallelExecutor::new(2).expect("threads")];
     for _ in 0..12 {
         check(&ops, &executor);
+    }
+}
+
+#[test]
+fn a_block_whose_speculator_starts_late_still_equals_serial() {
+    // The executor's one pool thread is held busy, so the caller runs on into the second
+    // chunk, every transaction of it once the hold outlasts the block, before the
+    // speculator cuts what is left.
+    let ops: Vec<_> = (0..300)
+        .map(|i| (i % SENDERS, Op::Transfer { to: i as u8 }, false))
+        .collect();
+    let executor = ParallelExecutor::new(2).expect("threads");
+    for hold in [Duration::from_micros(200), Duration::from_millis(200)] {
+        let (holding, released) = (AtomicBool::new(false), AtomicBool::new(false));
+        std::thread::scope(|scope| {
+            let (executor, holding, released) = (&executor, &holding, &released);
+            scope.spawn(move || {
+                executor.join(
+                    || {
+                        holding.store(true, Ordering::Release);
+                        while !released.load(Ordering::Acquire) {
+                            std::thread::yield_now();
+                        }
+                    },
+                    || (),
+                )
+            });
+            while !holding.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            scope.spawn(move || {
+                std::thread::sleep(hold);
+                released.store(true, Ordering::Release);
+            });
+            check(&ops, std::slice::from_ref(executor));
+        });
     }
 }
 
