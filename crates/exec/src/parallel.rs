@@ -152,8 +152,9 @@ fn speculate_chunk(
     let mut samples = ConflictSamples::default();
     let mut runs = Vec::with_capacity(range.len());
     let mut gas = ChunkGas::default();
+    let upcoming = &txs[..range.end];
     for (position, index) in range.clone().enumerate() {
-        evm.ctx.db().overlay.prefetch_next(&txs[..range.end], index);
+        evm.ctx.db().overlay.prefetch_next(upcoming, index);
         let start = evm.ctx.db().reads.len();
         gas.admit(txs[index].tx.envelope().gas_limit());
         let run = run_tx(&mut evm, &mut handler, &txs[index], index, &mut writes);
@@ -404,10 +405,11 @@ impl ParallelExecutor {
     ) -> Result<ExecutionOutcome, ExecError> {
         let threads = self.threads();
         let chunks = shared_chunks(0..txs.len(), threads, self.share.get());
-        let (Some(pool), Some((_, later)), true) = (
+        let (Some(pool), Some((_, later))) = (
             &self.pool,
-            chunks.split_first().filter(|(_, later)| !later.is_empty()),
-            Cut::fits(txs.len()),
+            chunks
+                .split_first()
+                .filter(|(_, later)| !later.is_empty() && Cut::fits(txs.len())),
         ) else {
             return self.execute_one_thread(base, chain_id, header, txs, mode);
         };
@@ -470,9 +472,8 @@ impl ParallelExecutor {
                     }
                 });
             }
-            let claims = std::iter::from_fn(|| Some(cut.claim()).filter(|next| !next.is_empty()));
             let ran = tally
-                .execute_in_order(&mut evm, &mut handler, txs, claims.flatten())
+                .execute_in_order(&mut evm, &mut handler, txs, cut.claims())
                 .map(|()| {
                     // Room for the later chunks' changes to be merged in place: two
                     // accounts a transaction (a transfer's sender and recipient). A block
@@ -783,6 +784,11 @@ impl Cut {
         }
     }
 
+    /// Every transaction the caller claims, in order, until it has claimed up to the cut.
+    fn claims(&self) -> impl Iterator<Item = usize> + '_ {
+        std::iter::from_fn(|| Some(self.claim()).filter(|next| !next.is_empty())).flatten()
+    }
+
     /// Cuts where `at` says for the transactions claimed so far, though never before them
     /// nor past where the caller may run, and returns the cut. Called once.
     fn cut(&self, at: impl Fn(usize) -> usize) -> usize {
@@ -1055,11 +1061,7 @@ mod tests {
         for delay in 0..200 {
             let cut = Cut::new(1_000);
             let (claims, at) = std::thread::scope(|scope| {
-                let caller = scope.spawn(|| {
-                    std::iter::from_fn(|| Some(cut.claim()).filter(|next| !next.is_empty()))
-                        .flatten()
-                        .collect::<Vec<_>>()
-                });
+                let caller = scope.spawn(|| cut.claims().collect::<Vec<_>>());
                 for _ in 0..delay * 10 {
                     std::hint::spin_loop();
                 }
