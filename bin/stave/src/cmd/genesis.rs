@@ -16,7 +16,7 @@ pub enum GenesisCommand {
         #[arg(long, default_value_t = 10)]
         accounts: u64,
         /// Chain id.
-        #[arg(long, default_value_t = 1337)]
+        #[arg(long, default_value_t = stave_primitives::dev::DEV_CHAIN_ID)]
         chain_id: u64,
         /// Where to write the genesis JSON.
         #[arg(long)]

@@ -9,10 +9,10 @@ use alloy_signer_local::{MnemonicBuilder, PrivateKeySigner};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use stave_net::ChainCa;
-use stave_primitives::{B256, dev::dev_account};
-
-/// The mnemonic of Hardhat and Anvil, whose first accounts a dev chain funds.
-pub const DEV_MNEMONIC: &str = "test test test test test test test test test test test junk";
+use stave_primitives::{
+    B256,
+    dev::{DEV_MNEMONIC, dev_account},
+};
 
 /// Key subcommands.
 #[derive(Debug, Subcommand)]

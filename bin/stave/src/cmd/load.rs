@@ -34,7 +34,6 @@ use std::{
 
 use alloy_consensus::TypedTransaction;
 use alloy_eips::BlockNumberOrTag;
-use alloy_signer_local::{MnemonicBuilder, coins_bip39::English};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
@@ -42,14 +41,15 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parking_lot::Mutex;
 use rayon::prelude::*;
 use serde_json::json;
-use stave_primitives::{Address, B256, U256, dev::dev_account};
+use stave_primitives::{
+    Address, B256, U256,
+    dev::{DEV_CHAIN_ID, dev_account, mnemonic_signer},
+};
 use stave_sdk::{
     ERC20_TRANSFER_GAS, LocalSigner, NonceAction, NonceManager, RawTx, RpcClient, SdkError,
     TRANSFER_GAS, TxBuilder, TxFormat, WorkloadKind, contracts::stave_token_initcode, sign_batch,
 };
 use tokio::{sync::Semaphore, task::JoinSet};
-
-use super::{keys::DEV_MNEMONIC, node::DEV_CHAIN_ID};
 
 /// Most transactions in one JSON-RPC batch: half the node's limit of 1,000 calls, so
 /// batches pipeline over the connections instead of one batch holding the pool's lock
@@ -369,10 +369,7 @@ async fn load(args: &LoadArgs, txs: usize) -> anyhow::Result<Report> {
             LocalSigner::from_secret(&secret).context("--key is not a valid secret key")?
         }
         None => {
-            let signer = MnemonicBuilder::<English>::default()
-                .phrase(DEV_MNEMONIC)
-                .index(0)?
-                .build()?;
+            let signer = mnemonic_signer(0)?;
             LocalSigner::from_secret(&B256::from_slice(&signer.credential().to_bytes()))?
         }
     };

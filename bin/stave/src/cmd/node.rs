@@ -15,12 +15,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use alloy_signer_local::{MnemonicBuilder, coins_bip39::English};
 use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
 use stave_node::{BlockProducer, Chain, ChainView, Parallelism, unix_seconds};
-use stave_primitives::{ChainSpec, DEV_BALANCE_WEI, U256};
+use stave_primitives::{ChainSpec, dev::DEV_MNEMONIC};
 use stave_rpc::{NodeContext, RpcConfig};
 use stave_storage::{DEFAULT_MAP_SIZE, LmdbStore};
 use stave_txpool::{PoolConfig, TxPool};
@@ -28,18 +27,12 @@ use stave_verify::{DEFAULT_SENDER_CACHE_CAPACITY, SenderCache};
 use tokio::sync::broadcast;
 
 use super::{
-    keys::DEV_MNEMONIC,
     p2p::{self, P2pConfig},
     validator::{self, ConsensusConfig, ValidatorParts},
 };
 
-/// Chain id of `stave node --dev` and `stave testnet`, as Hardhat and Anvil; what
-/// `stave load`'s default funder expects.
-pub(super) const DEV_CHAIN_ID: u64 = 1337;
 /// How long the node's async tasks get to finish once it has stopped.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
-/// How many mnemonic accounts the dev chain funds.
-const DEV_ACCOUNTS: u32 = 10;
 
 /// Arguments of `stave node`.
 #[derive(Debug, Args)]
@@ -94,28 +87,6 @@ struct Config {
     consensus: Option<ConsensusConfig>,
 }
 
-/// The dev chain's genesis: the mnemonic's first accounts, funded, with their
-/// addresses and keys.
-pub fn dev_spec() -> anyhow::Result<(ChainSpec, Vec<(String, String)>)> {
-    let mut genesis = ChainSpec::dev(DEV_CHAIN_ID, 0).genesis().clone();
-    let mut accounts = Vec::new();
-    for index in 0..DEV_ACCOUNTS {
-        let signer = MnemonicBuilder::<English>::default()
-            .phrase(DEV_MNEMONIC)
-            .index(index)?
-            .build()?;
-        genesis.alloc.insert(
-            signer.address(),
-            alloy_genesis::GenesisAccount::default().with_balance(U256::from(DEV_BALANCE_WEI)),
-        );
-        accounts.push((
-            signer.address().to_checksum(None),
-            format!("0x{}", hex::encode(signer.credential().to_bytes())),
-        ));
-    }
-    Ok((ChainSpec::from_genesis(genesis)?, accounts))
-}
-
 /// Runs `stave node` until SIGINT or SIGTERM.
 pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     let (config, base) = match &args.config {
@@ -142,7 +113,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
                 Vec::new(),
             )
         }
-        None => dev_spec()?,
+        None => stave_primitives::dev::dev_chain()?,
     };
     let temp_dir;
     let datadir = match args.datadir.or(config.datadir.map(|dir| base.join(dir))) {
@@ -255,8 +226,12 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         );
         if !dev_accounts.is_empty() {
             println!("dev accounts (mnemonic \"{DEV_MNEMONIC}\"), 10,000 ETH each:");
-            for (index, (address, key)) in dev_accounts.iter().enumerate() {
-                println!("  ({index}) {address}  key {key}");
+            for (index, account) in dev_accounts.iter().enumerate() {
+                println!(
+                    "  ({index}) {}  key {}",
+                    account.address.to_checksum(None),
+                    account.secret
+                );
             }
         }
         println!(

@@ -17,10 +17,7 @@ use stave_consensus::keys;
 use stave_net::ChainCa;
 use stave_primitives::B256;
 
-use super::{
-    keys::{create_dir, write_new},
-    node::dev_spec,
-};
+use super::keys::{create_dir, write_new};
 
 /// `stave testnet` subcommands.
 #[derive(Debug, Subcommand)]
@@ -101,7 +98,7 @@ fn init(args: &InitArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let validators = members.iter().map(|member| member.validator).collect();
-    let (spec, _) = dev_spec()?;
+    let (spec, _) = stave_primitives::dev::dev_chain()?;
     let spec = spec.with_validators(validators)?;
 
     create_dir(&args.dir)?;

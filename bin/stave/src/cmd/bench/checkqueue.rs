@@ -136,7 +136,7 @@ pub fn run(args: CheckqueueArgs) -> anyhow::Result<()> {
     let threads = threads();
     let txs = signed_workload(
         WorkloadKind::Transfer,
-        &TxBuilder::new(1337, 1_000_000_000),
+        &TxBuilder::new(stave_primitives::dev::DEV_CHAIN_ID, 1_000_000_000),
         args.round_jobs,
     )?;
     let signatures: Vec<Ecrecover> = txs

@@ -72,7 +72,7 @@ fn measure(txs: &[SignedTx], runs: usize) -> anyhow::Result<BlockReport> {
 
 /// Runs the codec bench.
 pub fn run(args: CodecArgs) -> anyhow::Result<()> {
-    let builder = TxBuilder::new(1337, 1_000_000_000);
+    let builder = TxBuilder::new(stave_primitives::dev::DEV_CHAIN_ID, 1_000_000_000);
     let transfers = signed_workload(WorkloadKind::Transfer, &builder, args.block_txs)?;
     let token = Address::with_last_byte(0xe2);
     let erc20 = signed_workload(WorkloadKind::Erc20 { token }, &builder, args.erc20_txs)?;

@@ -59,7 +59,7 @@ pub enum Workload {
 }
 
 /// Chain id of every bench chain.
-const CHAIN_ID: u64 = 1337;
+const CHAIN_ID: u64 = stave_primitives::dev::DEV_CHAIN_ID;
 /// Where the bench token lives.
 const TOKEN: Address = Address::repeat_byte(0xe2);
 /// The account every `conflict` tx pays.

@@ -10,7 +10,7 @@ use stave_verify::{SenderCache, Verifier, verify_serial};
 use super::{StageArgs, median, ratio, threads};
 
 /// Chain id of the bench workload.
-const CHAIN_ID: u64 = 1337;
+const CHAIN_ID: u64 = stave_primitives::dev::DEV_CHAIN_ID;
 
 /// The JSON line.
 #[derive(Debug, Serialize)]
