@@ -1,7 +1,7 @@
 //! The property the `consensus_block` fuzz target checks, shared with
 //! `crates/consensus/tests/fuzz_corpus.rs`, which replays the checked-in corpus under
 //! `cargo test`: the engine's block codec (a big-endian u32 length in front of the block
-//! wire form, DESIGN.md §3.2) gives a typed error on hostile bytes, never allocates past
+//! wire form, docs/wire-formats.md) gives a typed error on hostile bytes, never allocates past
 //! its limit, and accepts only a block whose encoding is exactly the bytes it read.
 
 use commonware_codec::{Copying, Encode as _, Read as _};

@@ -1,5 +1,6 @@
-//! The block wire form (DESIGN.md §3.2): `RLP[header, body_bytes]`, where `body_bytes` is
-//! an RLP byte string holding the offset-indexed transaction list.
+//! The block wire form (see docs/wire-formats.md, block wire form): `RLP[header,
+//! body_bytes]`, where `body_bytes` is an RLP byte string holding the offset-indexed
+//! transaction list.
 //!
 //! Decoding checks the body against the header's `transactions_root` before returning, so
 //! no later stage ever sees a body that its header does not commit to.

@@ -1,5 +1,5 @@
-//! The offset-indexed list (DESIGN.md §3.1): a count, a table of `N + 1` little-endian u32
-//! offsets, then the items back to back.
+//! The offset-indexed list (see docs/wire-formats.md, offset-indexed list): a count, a
+//! table of `N + 1` little-endian u32 offsets, then the items back to back.
 //!
 //! ```text
 //! u32 LE  count N

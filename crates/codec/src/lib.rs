@@ -1,4 +1,4 @@
-//! Stave's wire codecs: the offset-indexed list and the block encoding (DESIGN.md §3.1–3.2).
+//! Stave's wire codecs: the offset-indexed list and the block encoding (docs/wire-formats.md).
 //!
 //! A block body is an [`IndexedList`] of canonical EIP-2718 transactions: a table of u32
 //! offsets lets every transaction decode on its own thread, with its hash computed from

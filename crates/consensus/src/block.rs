@@ -1,4 +1,4 @@
-//! A Stave block as the consensus engine sees it: its wire bytes (DESIGN.md §3.2), its
+//! A Stave block as the consensus engine sees it: its wire bytes (docs/wire-formats.md), its
 //! height, its hash and its parent's hash.
 
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use commonware_consensus::{Block, BoundedBlock, Heightable, types::Height};
 use commonware_cryptography::{Digestible, sha256::Digest};
 use stave_primitives::{ChainSpec, Header, SealedBlock};
 
-/// Largest encoded block a peer may send (the network's frame limit, DESIGN.md §3.3).
+/// Largest encoded block a peer may send (the network's frame limit, docs/wire-formats.md).
 pub const MAX_BLOCK_BYTES: usize = 32 << 20;
 
 /// A block agreed on by consensus: the exact bytes the import pipeline decodes, and the
@@ -86,7 +86,7 @@ impl ConsensusBlock {
         self.0.transactions
     }
 
-    /// The wire form (DESIGN.md §3.2).
+    /// The wire form (docs/wire-formats.md, block wire form).
     pub fn bytes(&self) -> &[u8] {
         &self.0.bytes
     }

@@ -1,5 +1,5 @@
 //! Consensus for a multi-validator Stave chain, on an existing BFT engine:
-//! commonware-consensus Simplex with its marshal (DESIGN.md §4). Nothing here is a
+//! commonware-consensus Simplex with its marshal. Nothing here is a
 //! consensus protocol; it adapts the engine to Stave's block path:
 //!
 //! - propose: build a block from the txpool on the proposal's parent and execute it;

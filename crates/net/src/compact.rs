@@ -189,7 +189,7 @@ pub struct BlockParts {
 }
 
 impl BlockParts {
-    /// Splits a block in its wire form (DESIGN.md §3.2), hashing its transactions, and
+    /// Splits a block in its wire form (docs/wire-formats.md), hashing its transactions, and
     /// checks them against the header's `transactions_root`.
     pub fn from_block(bytes: &[u8]) -> Result<Self, CompactError> {
         let (header, hash, body) = split_header(bytes)?;

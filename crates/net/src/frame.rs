@@ -1,4 +1,4 @@
-//! The P2P frame (DESIGN.md §3.3, as FISCO BCOS 2.x, all big-endian):
+//! The P2P frame (as FISCO BCOS 2.x, all big-endian; see docs/wire-formats.md, P2P frame):
 //!
 //! ```text
 //! off size field

@@ -1,6 +1,6 @@
 //! Gossip of transactions and blocks over the peer manager, deduplicated by hash.
 //!
-//! - **Transactions** travel in batches, each an offset-indexed list (DESIGN.md §3.1). A
+//! - **Transactions** travel in batches, each an offset-indexed list (docs/wire-formats.md). A
 //!   transaction seen before is dropped; a new one goes through the node's txpool admission
 //!   (which recovers and caches its sender) and, if admitted, on to the other peers.
 //! - **Blocks** travel compact ([`crate::compact`]): header and short ids. The receiver

@@ -1,4 +1,4 @@
-//! Stave's network layer: the framed wire format of DESIGN.md §3.3 ([`frame`]), with
+//! Stave's network layer: the framed wire format of docs/wire-formats.md ([`frame`]), with
 //! Snappy compression above 1 KiB and hostile-input limits; peer scores with bans
 //! ([`score`]); mutual TLS with a chain CA, node ids and an allow-list ([`tls`]); the peer
 //! manager that keeps static peers connected and routes frames by protocol id ([`peers`]);

@@ -182,7 +182,7 @@ enum Flush {
 /// and a block that fails them is verified again from its signatures.
 #[derive(Debug, Clone, Copy)]
 pub struct Incoming<'b> {
-    /// The block's wire form (DESIGN.md §3.2).
+    /// The block's wire form (see docs/wire-formats.md, block wire form).
     pub bytes: &'b [u8],
     /// One sender per transaction, in block order, if agreed on.
     pub agreed_senders: Option<&'b [Address]>,
@@ -359,7 +359,7 @@ pub struct Imported {
     pub receipts: Vec<Receipt>,
 }
 
-/// Block `number` of `store` in its wire form (DESIGN.md §3.2): what `stave export` writes
+/// Block `number` of `store` in its wire form (docs/wire-formats.md): what `stave export` writes
 /// and what peers syncing from this node receive.
 pub fn encoded_block(store: &dyn KvStore, number: u64) -> Result<Option<Vec<u8>>, ImportError> {
     let Some(header) = header(store, number)? else {
@@ -880,7 +880,7 @@ impl<'s> Chain<'s> {
     }
 
     /// Builds the next block from `txs` (invalid ones are left out), commits it, and
-    /// returns it encoded (DESIGN.md §3.2).
+    /// returns it in its wire form (docs/wire-formats.md, block wire form).
     pub fn build(&mut self, txs: Vec<RecoveredTx>, timestamp: u64) -> Result<Vec<u8>, ImportError> {
         let mut prepared = self.prepare(&txs, timestamp)?;
         self.commit(&mut prepared)?;
@@ -888,7 +888,7 @@ impl<'s> Chain<'s> {
         Ok(encode_block_parts(prepared.block.header(), &prepared.body))
     }
 
-    /// Block `number` in its wire form (DESIGN.md §3.2), as `stave export` writes it.
+    /// Block `number` in its wire form (docs/wire-formats.md), as `stave export` writes it.
     pub fn encoded_block(&self, number: u64) -> Result<Option<Vec<u8>>, ImportError> {
         encoded_block(self.store, number)
     }

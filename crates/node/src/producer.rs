@@ -112,7 +112,7 @@ pub struct Produced {
 }
 
 impl Produced {
-    /// The block in its wire form (DESIGN.md §3.2), for peers.
+    /// The block in its wire form (docs/wire-formats.md, block wire form), for peers.
     pub fn encode(&self) -> Result<Vec<u8>, ImportError> {
         let body = stave_codec::encode_transactions(self.block.transactions())?;
         Ok(stave_codec::encode_block_parts(self.block.header(), &body))

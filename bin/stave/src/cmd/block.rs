@@ -9,8 +9,9 @@ use super::input::read_bytes_arg;
 /// Block subcommands.
 #[derive(Debug, Subcommand)]
 pub enum BlockCommand {
-    /// Decode a block (DESIGN.md §3.2), check its body against its transactions root, and
-    /// print a JSON summary. Exits 1 with the reason on stderr when the block is invalid.
+    /// Decode a block (wire form: docs/wire-formats.md), check its body against its
+    /// transactions root, and print a JSON summary. Exits 1 with the reason on stderr when
+    /// the block is invalid.
     Inspect {
         /// The block: hex (`0x…`), `@file` (hex text or raw bytes) or `-` for stdin.
         block: String,

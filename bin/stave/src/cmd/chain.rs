@@ -1,5 +1,5 @@
 //! `stave import` and `stave export`: a data dir's blocks as a stream of encoded blocks
-//! (DESIGN.md §3.2, concatenated; each is a self-delimiting RLP list), as go-ethereum's
+//! (docs/wire-formats.md, concatenated; each is a self-delimiting RLP list), as go-ethereum's
 //! `import` and `export`.
 
 use std::{

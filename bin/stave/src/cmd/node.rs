@@ -1,5 +1,5 @@
 //! `stave node`: a running node. `--dev` is a single-validator chain on the embedded
-//! default (DESIGN.md §6): chain id 1337, the Hardhat/Anvil mnemonic's first 10 accounts
+//! default (`stave_primitives::dev`): chain id 1337, the Hardhat/Anvil mnemonic's first 10 accounts
 //! funded with 10,000 ETH, JSON-RPC on 8545, Prometheus metrics on 9001. A block is
 //! produced every `block_time_ms` (empty if need be: clients waiting for the next block
 //! must get one), or as soon as the pool holds a full block, through the import

@@ -1,5 +1,5 @@
 //! `stave testnet`: a multi-validator chain on this machine. `init` writes everything N
-//! validators need (DESIGN.md §6): one genesis naming them, a chain CA, and per node a
+//! validators need: one genesis naming them, a chain CA, and per node a
 //! consensus key, a TLS certificate holding that same key, and `node<i>/config.toml`
 //! (RPC on 8545+i, metrics on 9001+i, P2P on 30300+i). `run` starts one `stave node`
 //! process per config and stops them together.

@@ -41,7 +41,7 @@ struct QueueReport {
     ratio_mutex_over_lockfree: f64,
 }
 
-/// The JSON line: empty jobs at the top level (DESIGN.md §5), ecrecover under `ecrecover`.
+/// The JSON line: empty jobs at the top level, ecrecover under `ecrecover`.
 #[derive(Debug, Serialize)]
 struct Report {
     #[serde(flatten)]

@@ -38,7 +38,7 @@ struct BlockReport {
     overhead_bytes_per_tx: f64,
 }
 
-/// The JSON line: the transfer block's figures at the top level (DESIGN.md §5), the
+/// The JSON line: the transfer block's figures at the top level, the
 /// ERC-20 block's under `erc20`.
 #[derive(Debug, Serialize)]
 struct Report {

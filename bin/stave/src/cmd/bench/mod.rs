@@ -23,7 +23,7 @@ use stave_sdk::{WorkloadKind, workload_genesis};
 /// Benchmark subcommands.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
-    /// The main job: import blocks with every stage serial, then parallel (DESIGN.md §5).
+    /// The main job: import blocks with every stage serial, then parallel.
     Pipeline(pipeline::PipelineArgs),
     /// Block body decoding: standard RLP (serial, scan + parallel) vs the offset-indexed list.
     Codec(codec::CodecArgs),
@@ -35,12 +35,12 @@ pub enum BenchCommand {
     Exec(exec::ExecArgs),
     /// The commit stage: serial vs parallel batch encoding, and the LMDB write.
     Commit(commit::CommitArgs),
-    /// SDK signing: build + encode + sign vs the bare curve operation (DESIGN.md §5).
+    /// SDK signing: build + encode + sign vs the bare curve operation.
     Sign(sign::SignArgs),
-    /// The state layers: cold state on disk, blocks without and with prefetch (DESIGN.md §5).
+    /// The state layers: cold state on disk, blocks without and with prefetch.
     State(state::StateArgs),
     /// The network: compression and compact-block savings, Snappy speed, loopback
-    /// throughput with compression off and on (DESIGN.md §5).
+    /// throughput with compression off and on.
     Net(net::NetArgs),
 }
 

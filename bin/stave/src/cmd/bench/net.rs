@@ -1,6 +1,6 @@
 //! `stave bench net`: what compression and compact blocks save on the wire, what Snappy
 //! costs, and loopback throughput between two nodes over mutual TLS with compression off
-//! and on (DESIGN.md §5).
+//! and on.
 
 use std::{
     collections::HashSet,

@@ -1,6 +1,5 @@
 //! `stave bench pipeline`: the main job. Signs a workload, builds blocks of it, then
-//! imports them into fresh data dirs three ways and reports each stage's time (DESIGN.md
-//! §5):
+//! imports them into fresh data dirs three ways and reports each stage's time:
 //! - serial: every stage serial, one block after another (the baseline);
 //! - staged: every stage parallel, one stage at a time, so each stage has the cores to
 //!   itself: a stage's speedup is its serial time over this one;
@@ -139,7 +138,7 @@ impl RunReport {
     }
 }
 
-/// The JSON line (DESIGN.md §5).
+/// The JSON line.
 #[derive(Debug, Serialize)]
 struct Report {
     workload: Workload,

@@ -1,4 +1,4 @@
-//! `stave bench sign`: how fast the SDK makes signed transactions (DESIGN.md §5), against
+//! `stave bench sign`: how fast the SDK makes signed transactions, against
 //! the bare curve operation it cannot beat.
 //!
 //! One key signs transfers with nonces `0..txs` to one address: what a load generator does
@@ -21,7 +21,7 @@ use stave_sdk::{LocalSigner, RawTx, TxBuilder, sign_batch};
 
 use super::{CHAIN_ID, Output, median, ratio, threads};
 
-/// The signing key: the dev mnemonic's first account (DESIGN.md §6; Hardhat's and Anvil's
+/// The signing key: the dev mnemonic's first account (Hardhat's and Anvil's
 /// account 0, 0xf39F…2266), a key every other SDK can be given as is. Public: never fund it.
 const KEY: &str = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
 /// The recipient: the dev mnemonic's second account.
@@ -77,7 +77,7 @@ impl TxType {
     }
 }
 
-/// The JSON line: DESIGN.md §5's keys, then the type and the single-thread scaling.
+/// The JSON line: the signing figures, then the type and the single-thread scaling.
 #[derive(Debug, Serialize)]
 struct Report {
     txs: usize,

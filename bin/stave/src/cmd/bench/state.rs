@@ -1,4 +1,4 @@
-//! `stave bench state` (DESIGN.md §5): a chain with many accounts on disk, caches cold,
+//! `stave bench state`: a chain with many accounts on disk, caches cold,
 //! blocks of transfers between random existing accounts, imported without and then with
 //! prefetching, each time into a fresh copy of the same data dir whose pages were dropped
 //! from the OS page cache. Senders come from a warm sender cache (as when the txpool
