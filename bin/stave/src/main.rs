@@ -10,8 +10,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// mimalloc rather than the system allocator: revm allocates and frees per transaction on
-/// every executing thread, and glibc's arenas trim and re-fault memory between blocks
-/// (see MEASUREMENTS.md).
+/// every executing thread, and glibc's arenas trim and re-fault memory between blocks.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -28,11 +27,9 @@ struct Cli {
 /// mimalloc asks the kernel for huge pages on its 1 GiB arena (`MADV_HUGEPAGE`), and it
 /// hands freed memory back to the kernel after a second; the next touch of such a 2 MiB
 /// region then faults a whole huge page in and zeroes it, even for a few kilobytes. A
-/// restarted validator catching up (`bench/testnet/catchup.sh`, 5 interleaved runs each)
-/// spent 0.80 to 1.04 s in the kernel and 1.93 to 2.76 s of CPU in all with huge pages,
-/// 0.15 to 0.23 s and 1.30 to 1.89 s without; its window fell from a median of 5.08 s to
-/// 4.04 s (`perf`: 25% of its samples had been `clear_page_erms` under
-/// `do_huge_pmd_anonymous_page`). The flag holds for mappings made before it too.
+/// restarted validator catching up spent much of its CPU in the kernel zeroing those pages
+/// (`clear_page_erms` under `do_huge_pmd_anonymous_page`), CPU the catch-up needs. The
+/// flag holds for mappings made before it too.
 fn disable_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     {
@@ -55,13 +52,10 @@ const MI_OPTION_PURGE_DECOMMITS: libmimalloc_sys::mi_option_t = 5;
 /// Has mimalloc hand the memory it purges back with `MADV_FREE`, which the kernel takes
 /// only when it needs it, rather than decommit it (`MADV_DONTNEED`), unless
 /// `MIMALLOC_PURGE_DECOMMITS` says otherwise. A decommitted page faults in zeroed at its
-/// next use, and the executor's threads met their heaps purged between blocks. `stave
-/// bench pipeline --workload transfer`, the variable toggled in one binary, 5 interleaved
-/// runs, staged execute 1.566 / 1.619 / 1.694 / 1.564 / 1.773x with decommits, 1.702 /
-/// 1.721 / 1.684 / 1.664 / 1.645x without (staged execute 17.7 → 16.6 ms, serial 29.1 →
-/// 27.9 ms). Never purging at all (`MIMALLOC_PURGE_DELAY=-1`) did the same; a 10 s delay
-/// did not. The cost: purged memory counts in the process's RSS until the kernel reclaims
-/// it.
+/// next use, and the executor's threads met their heaps purged between blocks, so a
+/// speculating thread paid page faults the first chunk's thread did not. Never purging
+/// at all helps as much; a longer purge delay does not. The cost: purged memory counts in
+/// the process's RSS until the kernel reclaims it.
 fn purge_without_decommitting() {
     if std::env::var_os("MIMALLOC_PURGE_DECOMMITS").is_none() {
         // SAFETY: sets one of mimalloc's options, read at each purge; touches no memory of

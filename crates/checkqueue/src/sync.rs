@@ -53,15 +53,16 @@ impl<T> Cell<T> {
 
 /// Waiting for another thread without sleeping: spin with a doubling count of pause
 /// instructions, then yield the core. Used while a master is still adding checks, when
-/// the next one is microseconds away and a futex sleep/wake (~5 µs each way) would cost
-/// more than the wait. (crossbeam's `Backoff` does the same but cannot yield to loom.)
+/// the next one is microseconds away and a futex sleep and wake would cost more than the
+/// wait. (crossbeam's `Backoff` does the same but cannot yield to loom.)
 #[derive(Debug, Default)]
 pub(crate) struct Backoff {
     step: u32,
 }
 
 impl Backoff {
-    /// After 2^6 = 64 pauses (~1–3 µs) spinning stops paying and the core is yielded.
+    /// After the step of 2^6 = 64 pauses, a wait is long enough that spinning stops paying
+    /// and the core is yielded.
     const SPIN_LIMIT: u32 = 6;
 
     pub(crate) fn snooze(&mut self) {

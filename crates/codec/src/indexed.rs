@@ -20,9 +20,9 @@ use crate::error::CodecError;
 /// Bytes of the count and of each offset.
 const WORD: usize = 4;
 
-/// Items per rayon task when decoding or encoding. Decoding a transaction costs ~2 µs, so
-/// 16 of them (~30 µs) dwarf rayon's per-task cost (~1 µs) while still leaving 150 tasks
-/// in a 2,500-tx block to balance across cores.
+/// Items per rayon task when decoding or encoding. A task of 16 transactions costs many
+/// times rayon's per-task overhead, while a 2,500-tx block still splits into ~150 tasks
+/// for the cores to balance.
 pub(crate) const MIN_ITEMS_PER_TASK: usize = 16;
 
 /// A validated, zero-copy view of an offset-indexed list borrowing its input.

@@ -105,7 +105,8 @@ impl ChainSpec {
     /// A genesis with `accounts` deterministic dev accounts (see [`crate::dev`]), each
     /// funded with [`DEV_BALANCE_WEI`].
     pub fn dev(chain_id: u64, accounts: u64) -> Self {
-        // Key derivation is ~20 µs an account: a million accounts want all cores.
+        // Key derivation costs a scalar multiplication an account: a million accounts
+        // want all cores.
         let alloc: BTreeMap<Address, GenesisAccount> = (0..accounts)
             .into_par_iter()
             .map(|i| {

@@ -13,11 +13,12 @@ use std::{borrow::Cow, ops::Range};
 use alloy_primitives::{B256, keccak256};
 use rayon::prelude::*;
 
-/// Below this many nodes a level is hashed on the calling thread: a keccak of 64 bytes
-/// costs ~200 ns, less than handing the work to the pool.
+/// Below this many nodes a level is hashed on the calling thread: hashing a pair of nodes
+/// costs less than handing the work to the pool.
 const PARALLEL_MIN_NODES: usize = 1024;
 
-/// Fewer leaves than this a [`chunked_root`] hashes in one part: ~50 µs of keccak.
+/// Fewer leaves than this a [`chunked_root`] hashes in one part: less keccak than it is
+/// worth waking another thread for.
 const MIN_LEAVES_PER_PART: usize = 16;
 
 /// Items per leaf of a [`chunked_root`]: 32, so a leaf of small items (a transfer's receipt
@@ -77,8 +78,8 @@ impl LeafHasher for SerialLeaves {
 
 /// Hashes the parts on rayon's global pool: for work nothing else runs beside (a
 /// genesis, the blocks replayed at start). While the pipeline recovers the next block's
-/// signatures there, a block's roots waited up to 8 ms behind them (`stave bench
-/// pipeline`), so a block's roots are hashed on the executor's threads instead.
+/// signatures there, a block's roots would queue behind that work, so a block's roots are
+/// hashed on the executor's threads instead.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GlobalPoolLeaves;
 
@@ -207,8 +208,7 @@ pub(crate) fn chunked_roots(
         return leaves_of.iter().map(|leaves| merkle_root(leaves)).collect();
     }
     // Then the lists' Merkle tops side by side, the longest first: the calling thread
-    // starts on it while a helper comes for the next. A block of 2,500 transfers' two
-    // tops took ~60 µs on one thread.
+    // starts on it while a helper comes for the next, so neither top waits for the other.
     let mut longest_first: Vec<usize> = (0..lists.len()).collect();
     longest_first.sort_by_key(|&list| std::cmp::Reverse(leaves_of[list].len()));
     let tops = hasher.hash_parts(lists.len(), &|part| {
@@ -224,8 +224,8 @@ pub(crate) fn chunked_roots(
 /// Where part `part` of `parts` starts among `leaves` leaves (`part == parts`: the end).
 /// The parts shrink linearly, part `i` weighing `parts - i`: threads that take them in
 /// turn are handed the small ones last, so they finish within a small part of each other.
-/// Cut evenly, the 8 parts of a transfer block's roots took ~200 µs each, and one thread
-/// still hashed the last for ~150 µs after the other had run out.
+/// Cut evenly, one thread could be left hashing a whole last part after the other had run
+/// out.
 fn part_start(leaves: usize, parts: usize, part: usize) -> usize {
     let weight_before = part * parts - part * part.saturating_sub(1) / 2;
     let total = parts * (parts + 1) / 2;
