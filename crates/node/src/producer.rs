@@ -14,8 +14,7 @@ use std::{
 
 use alloy_consensus::Transaction as _;
 use alloy_primitives::B256;
-use stave_exec::StateReader;
-use stave_primitives::{ChainSpec, Header, Receipt, RecoveredTx, SealedBlock};
+use stave_primitives::{ChainSpec, Header, Receipt, RecoveredTx, SealedBlock, StateReader};
 use stave_state::{StateLayerError, StateLayers};
 use stave_storage::{KvStore, StorageError, commit};
 use stave_txpool::{DropReason, TxPool};
@@ -112,7 +111,7 @@ pub struct Produced {
 }
 
 impl Produced {
-    /// The block in its wire form (DESIGN.md §3.2), for peers.
+    /// The block in its wire form (see docs/wire-formats.md, block form), for peers.
     pub fn encode(&self) -> Result<Vec<u8>, ImportError> {
         let body = stave_codec::encode_transactions(self.block.transactions())?;
         Ok(stave_codec::encode_block_parts(self.block.header(), &body))
