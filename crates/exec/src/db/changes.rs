@@ -377,6 +377,7 @@ pub(crate) fn credit(
     Ok(())
 }
 
+/// Applies the writes `range` of `log` (one transaction's) to `diff`, as Ethereum commits
 /// a transaction's state.
 pub(super) fn apply_writes(diff: &mut Changes, log: &WriteLog, range: Range<usize>) {
     for AccountWrite { address, change } in &log.accounts[range] {

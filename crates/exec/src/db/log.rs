@@ -10,6 +10,7 @@ use stave_primitives::AccountState;
 
 use super::changes::{AccountChange, Committed, Reusable};
 
+/// What transactions wrote, one after another, in the form the block's diff takes it;
 /// each run knows its range of [`WriteLog::accounts`]. A speculator appends its whole
 /// chunk to one log, kept from block to block: a vector per transaction, held until the
 /// chunk was committed, made a speculated transfer's run measurably slower; a vector

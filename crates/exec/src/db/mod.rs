@@ -34,6 +34,7 @@ pub(crate) use self::{
     log::{ChunkLogs, Read, WriteLog},
 };
 
+/// The block's overlay: the diff so far (behind its lock) over the base state.
 #[derive(Clone, Copy)]
 pub(crate) struct Overlay<'a> {
     base: &'a dyn StateReader,
@@ -265,8 +266,6 @@ impl Database for BlockDb<'_> {
         self.overlay.base.block_hash(number)
     }
 }
-
-/// Applies the writes `range` of `log` (one transaction's) to `diff`, as Ethereum commits
 
 /// Reads the overlay and logs what it hands out.
 pub(crate) struct RecordingDb<'a> {
