@@ -24,13 +24,13 @@ use revm::{
         InterpreterTypes, instruction_table,
     },
 };
-use stave_primitives::Header;
+use stave_primitives::{Header, StateReader};
 
 use crate::{
     db::{BlockDb, Changes, Overlay},
+    env::BlockEnv,
     error::ExecError,
     evm::block_evm,
-    state::StateReader,
 };
 
 /// An unsigned message call.
@@ -195,34 +195,32 @@ impl Drop for DeadlineScope {
     }
 }
 
-/// Runs `request` against `base` in the environment of `header` (base fee ignored).
+/// Runs `request` against `base` in the environment `env` (base fee ignored).
 pub fn call(
     base: &dyn StateReader,
-    chain_id: u64,
-    header: &Header,
+    env: BlockEnv<'_>,
     request: &CallRequest,
 ) -> Result<CallOutcome, ExecError> {
-    run(base, chain_id, header, request, None)
+    run(base, env, request, None)
 }
 
 /// [`call`], stopped at `deadline` with [`CallOutcome::TimedOut`].
 pub fn call_until(
     base: &dyn StateReader,
-    chain_id: u64,
-    header: &Header,
+    env: BlockEnv<'_>,
     request: &CallRequest,
     deadline: Instant,
 ) -> Result<CallOutcome, ExecError> {
-    run(base, chain_id, header, request, Some(deadline))
+    run(base, env, request, Some(deadline))
 }
 
 fn run(
     base: &dyn StateReader,
-    chain_id: u64,
-    header: &Header,
+    env: BlockEnv<'_>,
     request: &CallRequest,
     deadline: Option<Instant>,
 ) -> Result<CallOutcome, ExecError> {
+    let BlockEnv { chain_id, header } = env;
     let diff = RwLock::new(Changes::default());
     let hits = AtomicU64::new(0);
     let call_header = Header {
@@ -232,8 +230,7 @@ fn run(
     };
     let mut evm = block_evm(
         BlockDb::new(Overlay::new(base, &diff, &hits)),
-        chain_id,
-        &call_header,
+        BlockEnv::new(chain_id, &call_header),
     );
     evm.ctx.cfg.disable_nonce_check = true;
     if deadline.is_some() {

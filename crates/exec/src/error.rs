@@ -1,12 +1,6 @@
 //! Why a block could not be executed.
 
-/// A state read failed (the storage layer's error, carried as text so the executor does
-/// not depend on the storage crate).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("state read failed: {0}")]
-pub struct StateError(pub String);
-
-impl revm::database_interface::DBErrorMarker for StateError {}
+use stave_primitives::StateError;
 
 /// Why the executor refused a block or stopped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -12,7 +12,7 @@ use alloy_consensus::Transaction as _;
 use alloy_primitives::{Bloom, Log, logs_bloom};
 use revm::{
     Context, MainBuilder, MainContext,
-    context::{BlockEnv, TxEnv},
+    context::{BlockEnv as RevmBlockEnv, TxEnv},
     context_interface::{
         ContextTr, JournalTr,
         block::BlobExcessGasAndPrice,
@@ -28,29 +28,23 @@ use revm::{
     context::result::ExecutionResult,
     context_interface::{ContextSetters, Transaction as _},
 };
-use stave_primitives::{B256, Header, RecoveredTx, SPEC};
+use stave_primitives::{B256, RecoveredTx, SPEC, StateError};
 
-use crate::{
-    db::WriteLog,
-    error::{ExecError, StateError},
-};
+use crate::{db::WriteLog, env::BlockEnv, error::ExecError};
 
 /// The EVM a block runs in, over database `DB`.
 pub(crate) type BlockEvm<DB> = MainnetEvm<MainnetContext<DB>>;
 
-/// Builds the EVM for `header` on chain `chain_id` over `db`.
-pub(crate) fn block_evm<DB: revm::Database>(
-    db: DB,
-    chain_id: u64,
-    header: &Header,
-) -> BlockEvm<DB> {
+/// Builds the EVM for `env` over `db`.
+pub(crate) fn block_evm<DB: revm::Database>(db: DB, env: BlockEnv<'_>) -> BlockEvm<DB> {
+    let BlockEnv { chain_id, header } = env;
     Context::mainnet()
         .with_db(db)
         .modify_cfg_chained(|cfg| {
             cfg.set_spec_and_mainnet_gas_params(SPEC);
             cfg.chain_id = chain_id;
         })
-        .with_block(BlockEnv {
+        .with_block(RevmBlockEnv {
             number: U256::from(header.number),
             timestamp: U256::from(header.timestamp),
             beneficiary: header.proposer,
@@ -134,11 +128,10 @@ pub(crate) enum TxRun {
         /// Logs it emitted.
         logs: Vec<Log>,
         /// Their bloom, computed where the tx ran rather than by the committer; none
-        /// without logs. A speculator's runs cross to the committing core, and with the
-        /// 256-byte bloom inline in every run, a speculated transfer cost 6.1% more than
-        /// a real one, against 3.2% with it boxed (`stave bench pipeline`, 10 runs each,
-        /// bench-fast): staged execute 1.712x → 1.772x. ERC-20 transfers, each with a
-        /// log, pay a small allocation instead: 1.829x → 1.831x.
+        /// without logs. Boxed: a speculator's runs cross to the committing core, and a
+        /// 256-byte bloom inline in every run made each speculated transfer (which logs
+        /// nothing) cost measurably more, while a transaction with logs pays only a small
+        /// allocation.
         bloom: Option<Box<Bloom>>,
     },
     /// It cannot be included (nonce, balance, fee, gas); the reason.

@@ -13,15 +13,17 @@
 
 mod call;
 mod db;
+mod env;
 mod error;
 mod evm;
 mod parallel;
 mod serial;
-mod state;
 
 pub use call::{CallOutcome, CallRequest, call, call_until};
-pub use error::{ExecError, StateError};
+pub use env::{BlockEnv, BlockInput, Mode};
+pub use error::ExecError;
 pub use parallel::ParallelExecutor;
-pub use serial::{ExecutionOutcome, Mode, SkippedTx, execute_serial};
-pub use state::{MemoryState, StateReader};
-pub use stave_primitives::{AccountDiff, AccountState, StateDiff};
+pub use serial::{ExecutionOutcome, SkippedTx, execute_serial};
+pub use stave_primitives::{
+    AccountDiff, AccountState, MemoryState, StateDiff, StateError, StateReader,
+};

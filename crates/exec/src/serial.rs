@@ -11,25 +11,16 @@ use alloy_primitives::{B256, Bloom, U256};
 use parking_lot::RwLock;
 use revm::context_interface::ContextTr;
 use stave_primitives::{
-    Header, LeafHasher, Receipt, ReceiptLeaves, RecoveredTx, SlotsHint, StateDiff,
+    Header, LeafHasher, Receipt, ReceiptLeaves, RecoveredTx, SlotsHint, StateDiff, StateReader,
     receipts_and_state_roots,
 };
 
 use crate::{
     db::{BlockDb, Changes, Overlay, Reusable, WriteLog, credit},
+    env::{BlockInput, Mode},
     error::ExecError,
     evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
-    state::StateReader,
 };
-
-/// What to do with a transaction that cannot be included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Executing a received block: any invalid transaction makes the block invalid.
-    Validate,
-    /// Building a block: invalid transactions are left out (and reported).
-    Build,
-}
 
 /// A transaction left out of a block being built, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -267,39 +258,23 @@ fn fits_gas(tx: &RecoveredTx, gas_left: u64) -> bool {
     tx.tx.envelope().gas_limit() <= gas_left
 }
 
-/// Executes `txs` in order on `base` under `header`'s environment.
-pub fn execute_serial(
-    base: &dyn StateReader,
-    chain_id: u64,
-    header: &Header,
-    txs: &[RecoveredTx],
-    mode: Mode,
-) -> Result<ExecutionOutcome, ExecError> {
-    execute_serial_on(
-        &RwLock::new(Changes::default()),
-        base,
-        chain_id,
-        header,
-        txs,
-        mode,
-    )
+/// Executes `input`'s transactions in order on its state, in its environment.
+pub fn execute_serial(input: BlockInput<'_>) -> Result<ExecutionOutcome, ExecError> {
+    execute_serial_on(&RwLock::new(Changes::default()), input)
 }
 
 /// [`execute_serial`] with the block's changes in `changes` (empty), left empty after.
 pub(crate) fn execute_serial_on(
     changes: &RwLock<Changes>,
-    base: &dyn StateReader,
-    chain_id: u64,
-    header: &Header,
-    txs: &[RecoveredTx],
-    mode: Mode,
+    input: BlockInput<'_>,
 ) -> Result<ExecutionOutcome, ExecError> {
     let hits = AtomicU64::new(0);
-    let overlay = Overlay::new(base, changes, &hits);
-    let mut evm = block_evm(BlockDb::new(overlay), chain_id, header);
+    let overlay = Overlay::new(input.state, changes, &hits);
+    let mut evm = block_evm(BlockDb::new(overlay), input.env);
     let mut handler = DeferredRewardHandler::default();
-    let mut tally = Tally::new(header, mode, txs.len());
+    let txs = input.txs;
+    let mut tally = Tally::new(input.env.header, input.mode, txs.len());
     tally.execute_in_order(&mut evm, &mut handler, txs, 0..txs.len())?;
     overlay.report_hits();
-    tally.finish(base, overlay.take_diff(0), SlotsHint::Unknown)
+    tally.finish(input.state, overlay.take_diff(0), SlotsHint::Unknown)
 }

@@ -1,7 +1,7 @@
 //! `call`: unsigned message calls that read state and keep nothing.
 
 use alloy_primitives::{Address, Bytes, U256};
-use stave_exec::{CallOutcome, CallRequest, MemoryState, StateReader, call};
+use stave_exec::{BlockEnv, CallOutcome, CallRequest, MemoryState, StateReader, call};
 use stave_primitives::{Header, dev::dev_account};
 use stave_sdk::{erc20_transfer_calldata, workload_genesis};
 
@@ -33,8 +33,7 @@ fn a_view_call_returns_state_and_a_transfer_call_keeps_nothing() {
     let holder = dev_account(0).address;
     let read = call(
         &state,
-        CHAIN,
-        &header,
+        BlockEnv::new(CHAIN, &header),
         &CallRequest {
             to: Some(token),
             gas: 100_000,
@@ -59,7 +58,7 @@ fn a_view_call_returns_state_and_a_transfer_call_keeps_nothing() {
         ..CallRequest::default()
     };
     assert!(matches!(
-        call(&state, CHAIN, &header, &send),
+        call(&state, BlockEnv::new(CHAIN, &header), &send),
         Ok(CallOutcome::Success { .. })
     ));
     assert_eq!(
@@ -73,7 +72,7 @@ fn a_view_call_returns_state_and_a_transfer_call_keeps_nothing() {
         ..send.clone()
     };
     assert!(matches!(
-        call(&state, CHAIN, &header, &too_much),
+        call(&state, BlockEnv::new(CHAIN, &header), &too_much),
         Ok(CallOutcome::Revert { .. })
     ));
 
@@ -86,7 +85,7 @@ fn a_view_call_returns_state_and_a_transfer_call_keeps_nothing() {
         ..CallRequest::default()
     };
     assert!(matches!(
-        call(&state, CHAIN, &header, &broke),
+        call(&state, BlockEnv::new(CHAIN, &header), &broke),
         Ok(CallOutcome::Invalid(_))
     ));
 
@@ -96,7 +95,7 @@ fn a_view_call_returns_state_and_a_transfer_call_keeps_nothing() {
         ..send
     };
     assert!(matches!(
-        call(&state, CHAIN, &header, &starved),
+        call(&state, BlockEnv::new(CHAIN, &header), &starved),
         Ok(CallOutcome::Halt { .. })
     ));
 }
@@ -151,8 +150,7 @@ fn a_deadline_stops_a_call_that_gas_would_let_run_for_minutes() {
         let start = Instant::now();
         let outcome = stave_exec::call_until(
             &state,
-            CHAIN,
-            &header,
+            BlockEnv::new(CHAIN, &header),
             &endless(to),
             Instant::now() + Duration::from_millis(200),
         )
@@ -171,7 +169,7 @@ fn a_deadline_stops_a_call_that_gas_would_let_run_for_minutes() {
         ..CallRequest::default()
     };
     assert!(matches!(
-        call(&state, CHAIN, &header, &bounded).expect("runs"),
+        call(&state, BlockEnv::new(CHAIN, &header), &bounded).expect("runs"),
         CallOutcome::Halt { .. }
     ));
     // A call well within its deadline answers as usual, and the thread carries nothing
@@ -183,10 +181,14 @@ fn a_deadline_stops_a_call_that_gas_would_let_run_for_minutes() {
         ..CallRequest::default()
     };
     let far = Instant::now() + Duration::from_secs(60);
-    let outcome = stave_exec::call_until(&state, CHAIN, &header, &read, far).expect("runs");
+    let outcome =
+        stave_exec::call_until(&state, BlockEnv::new(CHAIN, &header), &read, far).expect("runs");
     assert!(
         matches!(outcome, CallOutcome::Success { .. }),
         "{outcome:?}"
     );
-    assert_eq!(call(&state, CHAIN, &header, &read).expect("runs"), outcome);
+    assert_eq!(
+        call(&state, BlockEnv::new(CHAIN, &header), &read).expect("runs"),
+        outcome
+    );
 }

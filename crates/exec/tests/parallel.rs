@@ -107,25 +107,25 @@ fn check(ops: &[(u64, Op, bool)], executors: &[ParallelExecutor]) {
     let txs = block(ops);
     // A gas limit that some blocks exceed, so the block gas rule is exercised too.
     let header = header(2_000_000);
-    let serial = execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Build).expect("serial");
+    let serial = execute_serial(input(&state, &header, &txs, Mode::Build)).expect("serial");
     // The block as a proposer builds it, validated as a received block is.
     let built: Vec<RecoveredTx> = serial.included.iter().map(|&i| txs[i].clone()).collect();
-    let validated = execute_serial(&state, CHAIN_ID, &header, &built, Mode::Validate)
+    let validated = execute_serial(input(&state, &header, &built, Mode::Validate))
         .expect("a built block is valid");
     assert_eq!(validated.diff, serial.diff);
     // The random block itself, received: refused (or not) alike.
-    let received = execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Validate);
+    let received = execute_serial(input(&state, &header, &txs, Mode::Validate));
     for executor in executors {
         let threads = executor.threads();
         let parallel = executor
-            .execute(&state, CHAIN_ID, &header, &txs, Mode::Build)
+            .execute(input(&state, &header, &txs, Mode::Build))
             .expect("parallel");
         assert_same(&parallel, &serial, threads);
         let parallel = executor
-            .execute(&state, CHAIN_ID, &header, &built, Mode::Validate)
+            .execute(input(&state, &header, &built, Mode::Validate))
             .expect("a built block is valid in parallel");
         assert_same(&parallel, &validated, threads);
-        let parallel = executor.execute(&state, CHAIN_ID, &header, &txs, Mode::Validate);
+        let parallel = executor.execute(input(&state, &header, &txs, Mode::Validate));
         assert_eq!(parallel, received, "{threads} threads: the received block");
     }
 }
@@ -211,9 +211,9 @@ fn parallel_equals_serial_on_independent_transfers_and_validate_mode_agrees() {
     check(&ops, &executors());
     let txs = block(&ops);
     let header = header(30_000_000);
-    let serial = execute_serial(&state(), CHAIN_ID, &header, &txs, Mode::Validate).expect("valid");
+    let serial = execute_serial(input(&state(), &header, &txs, Mode::Validate)).expect("valid");
     let parallel = executors()[1]
-        .execute(&state(), CHAIN_ID, &header, &txs, Mode::Validate)
+        .execute(input(&state(), &header, &txs, Mode::Validate))
         .expect("valid");
     assert_eq!(parallel, serial);
     assert_eq!(serial.included.len(), 300);
@@ -295,7 +295,7 @@ fn the_mixed_workload_deploys_reverts_and_is_identical_in_parallel() {
         })
         .collect();
     let header = header(200_000_000);
-    let serial = execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Validate).expect("serial");
+    let serial = execute_serial(input(&state, &header, &txs, Mode::Validate)).expect("serial");
     assert_eq!(serial.included.len(), txs.len());
     // Every fifth tx is a deploy, and the one after it reverts.
     assert_eq!(
@@ -312,7 +312,7 @@ fn the_mixed_workload_deploys_reverts_and_is_identical_in_parallel() {
     assert_eq!(failed, count as usize / 5);
     for executor in executors() {
         let parallel = executor
-            .execute(&state, CHAIN_ID, &header, &txs, Mode::Validate)
+            .execute(input(&state, &header, &txs, Mode::Validate))
             .expect("parallel");
         assert_same(&parallel, &serial, executor.threads());
     }
@@ -332,13 +332,12 @@ fn token_transfers_from_distinct_senders_merge_the_token_storage_of_every_chunk(
         })
         .collect();
     check(&ops, &executors());
-    let serial = execute_serial(
+    let serial = execute_serial(input(
         &state(),
-        CHAIN_ID,
         &header(30_000_000),
         &block(&ops),
         Mode::Validate,
-    )
+    ))
     .expect("valid");
     let token = serial.diff.accounts.get(&TOKEN).expect("token written");
     // Each transfer writes the sender's and the recipient's balance slots.
@@ -364,7 +363,7 @@ fn a_transaction_after_one_left_out_of_its_chunk_sees_the_state_without_it() {
         tx(5, 1, to(0x74), 1, 21_000, Bytes::new()),
     ];
     let header = header(63_000);
-    let serial = execute_serial(&state(), CHAIN_ID, &header, &txs, Mode::Build).expect("serial");
+    let serial = execute_serial(input(&state(), &header, &txs, Mode::Build)).expect("serial");
     assert_eq!(serial.included, [0, 1]);
     assert!(
         serial.skipped[1].reason.contains("nonce"),
@@ -373,7 +372,7 @@ fn a_transaction_after_one_left_out_of_its_chunk_sees_the_state_without_it() {
     );
     for executor in executors() {
         let parallel = executor
-            .execute(&state(), CHAIN_ID, &header, &txs, Mode::Build)
+            .execute(input(&state(), &header, &txs, Mode::Build))
             .expect("parallel");
         assert_same(&parallel, &serial, executor.threads());
     }

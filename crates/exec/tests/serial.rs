@@ -7,8 +7,8 @@ mod support;
 
 use alloy_primitives::{Address, B256, Bytes, TxKind, U256};
 use stave_exec::{
-    AccountState, ExecError, ExecutionOutcome, MemoryState, Mode, StateError, StateReader,
-    execute_serial,
+    AccountState, BlockEnv, BlockInput, ExecError, ExecutionOutcome, MemoryState, Mode, StateError,
+    StateReader, execute_serial,
 };
 use stave_primitives::{RecoveredTx, dev::dev_account};
 use stave_sdk::{
@@ -18,7 +18,7 @@ use stave_sdk::{
 use support::*;
 
 fn run(state: &MemoryState, txs: &[RecoveredTx]) -> ExecutionOutcome {
-    execute_serial(state, CHAIN_ID, &header(30_000_000), txs, Mode::Validate).expect("valid block")
+    execute_serial(input(state, &header(30_000_000), txs, Mode::Validate)).expect("valid block")
 }
 
 fn balance(state: &MemoryState, outcome: &ExecutionOutcome, address: Address) -> U256 {
@@ -195,14 +195,14 @@ fn one_senders_txs_run_in_nonce_order_and_a_gap_is_invalid() {
         tx(2, 0, TxKind::Call(to), 1, 21_000, Bytes::new()),
         tx(2, 2, TxKind::Call(to), 1, 21_000, Bytes::new()),
     ];
-    let err = execute_serial(&state, CHAIN_ID, &header(30_000_000), &gap, Mode::Validate)
-        .expect_err("gap");
+    let err =
+        execute_serial(input(&state, &header(30_000_000), &gap, Mode::Validate)).expect_err("gap");
     assert!(
         matches!(err, ExecError::InvalidTx { index: 1, .. }),
         "{err}"
     );
     let built =
-        execute_serial(&state, CHAIN_ID, &header(30_000_000), &gap, Mode::Build).expect("builds");
+        execute_serial(input(&state, &header(30_000_000), &gap, Mode::Build)).expect("builds");
     assert_eq!(built.included, vec![0]);
     assert_eq!(built.skipped[0].index, 1);
 }
@@ -214,14 +214,13 @@ fn the_block_gas_limit_is_enforced() {
     let txs: Vec<_> = (0..3)
         .map(|i| tx(i, 0, TxKind::Call(to), 1, 21_000, Bytes::new()))
         .collect();
-    let err = execute_serial(&state, CHAIN_ID, &header(50_000), &txs, Mode::Validate)
+    let err = execute_serial(input(&state, &header(50_000), &txs, Mode::Validate))
         .expect_err("over the limit");
     assert!(
         matches!(err, ExecError::InvalidTx { index: 2, .. }),
         "{err}"
     );
-    let built =
-        execute_serial(&state, CHAIN_ID, &header(50_000), &txs, Mode::Build).expect("builds");
+    let built = execute_serial(input(&state, &header(50_000), &txs, Mode::Build)).expect("builds");
     assert_eq!(built.included, vec![0, 1]);
 }
 
@@ -230,18 +229,17 @@ fn insufficient_balance_and_wrong_chain_id_are_invalid() {
     let state = state();
     let to = Address::repeat_byte(0x55);
     let rich = tx(0, 0, TxKind::Call(to), 1_000 * ETH, 21_000, Bytes::new());
-    let err = execute_serial(
-        &state,
-        CHAIN_ID,
-        &header(30_000_000),
-        &[rich],
-        Mode::Validate,
-    )
-    .expect_err("too poor");
+    let err = execute_serial(input(&state, &header(30_000_000), &[rich], Mode::Validate))
+        .expect_err("too poor");
     assert!(err.is_invalid_block());
     let ok = tx(0, 0, TxKind::Call(to), 1, 21_000, Bytes::new());
-    let err = execute_serial(&state, 1, &header(30_000_000), &[ok], Mode::Validate)
-        .expect_err("other chain");
+    let err = execute_serial(BlockInput::new(
+        &state,
+        BlockEnv::new(1, &header(30_000_000)),
+        &[ok],
+        Mode::Validate,
+    ))
+    .expect_err("other chain");
     assert!(matches!(err, ExecError::InvalidTx { index: 0, .. }));
 }
 
@@ -309,10 +307,10 @@ fn reads_the_block_itself_served_are_reported_to_the_state() {
         if parallel {
             stave_exec::ParallelExecutor::new(2)
                 .expect("threads")
-                .execute(&noting, CHAIN_ID, &header, txs, Mode::Validate)
+                .execute(input(&noting, &header, txs, Mode::Validate))
                 .expect("runs");
         } else {
-            execute_serial(&noting, CHAIN_ID, &header, txs, Mode::Validate).expect("runs");
+            execute_serial(input(&noting, &header, txs, Mode::Validate)).expect("runs");
         }
         noting.noted.load(std::sync::atomic::Ordering::Relaxed)
     };
@@ -341,8 +339,7 @@ fn the_next_transaction_s_sender_and_recipient_are_hinted_before_they_are_read()
             )
         })
         .collect();
-    execute_serial(&state, CHAIN_ID, &header(30_000_000), &txs, Mode::Validate)
-        .expect("valid block");
+    execute_serial(input(&state, &header(30_000_000), &txs, Mode::Validate)).expect("valid block");
     let events = state.accounts.into_inner().expect("not poisoned");
     let first = |event: (bool, Address)| events.iter().position(|e| *e == event);
     for (i, tx) in txs.iter().enumerate().skip(1) {

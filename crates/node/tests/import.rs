@@ -307,11 +307,16 @@ fn a_prefetch_told_to_stop_leaves_the_rest_to_execution() {
     let txs = recovered(signed(|i| {
         builder.transfer(0, Address::with_last_byte(i as u8 + 100), U256::from(1))
     }));
-    let prefetcher = stave_state::Prefetcher::new(2).expect("threads");
+    let prefetcher = stave_node::Prefetcher::new(2).expect("threads");
     let layers = chain.layers();
     let prefetch = |stop: bool| {
         let stop = std::sync::atomic::AtomicBool::new(stop);
-        prefetcher.prefetch(&layers.latest(), CHAIN_ID, genesis.header(), &txs, &stop);
+        prefetcher.prefetch(
+            &layers.latest(),
+            stave_exec::BlockEnv::new(CHAIN_ID, genesis.header()),
+            &txs,
+            &stop,
+        );
         // What the prefetch loaded and execution never used is counted when the pool
         // is emptied.
         layers.clear_origin();
@@ -331,7 +336,7 @@ fn the_stream_pipeline_with_prefetch_ends_at_the_same_head_and_state() {
     for prefetch in [false, true] {
         let (_dir, store) = store();
         let mut chain = Chain::open(&store, &spec, 2).expect("opens");
-        let prefetcher = stave_state::Prefetcher::new(1).expect("threads");
+        let prefetcher = stave_node::Prefetcher::new(1).expect("threads");
         let mut numbers = Vec::new();
         chain
             .import_stream(

@@ -21,6 +21,7 @@ mod header;
 mod merkle;
 mod receipt;
 mod state;
+mod state_reader;
 mod stored_diff;
 mod transaction;
 
@@ -39,6 +40,7 @@ pub use state::{
     AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, SlotDiffs, SlotsHint, SortedIter,
     SortedMap, StateDiff, receipts_and_state_roots, state_root,
 };
+pub use state_reader::{MemoryState, StateError, StateReader};
 pub use stored_diff::{StoredDiffError, decode_stored_diff, encode_stored_diff};
 pub use transaction::{
     IntrinsicGas, MAX_INITCODE_SIZE, MAX_TX_SIZE, RecoveredTx, SignedTx, TxSummary,

@@ -19,7 +19,7 @@ use jsonrpsee::{
     server::{BatchRequestConfig, ServerBuilder, ServerConfig, ServerHandle},
 };
 use serde_json::{Value, json};
-use stave_exec::{CallOutcome, CallRequest};
+use stave_exec::{BlockEnv, CallOutcome, CallRequest};
 use stave_node::{ChainView, Produced, ViewError};
 use stave_primitives::block_bloom;
 use stave_storage::commit;
@@ -417,7 +417,7 @@ impl Rpc {
             .0
             .view
             .with_state(Some(number), |state, header| {
-                stave_exec::call_until(state, chain_id, header, request, deadline)
+                stave_exec::call_until(state, BlockEnv::new(chain_id, header), request, deadline)
             })?
             .map_err(RpcError::internal)?;
         match outcome {

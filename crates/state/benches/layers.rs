@@ -7,7 +7,7 @@
 
 use alloy_primitives::{Address, B256, U256};
 use criterion::{Criterion, criterion_group, criterion_main};
-use stave_exec::{AccountDiff, AccountState, StateDiff, StateReader};
+use stave_primitives::{AccountDiff, AccountState, StateDiff, StateReader};
 use stave_state::{KEPT_LAYERS, StateLayers};
 use stave_storage::{LmdbStore, commit::TxPositions};
 

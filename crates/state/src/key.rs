@@ -1,7 +1,7 @@
 //! What the layers store: keys and values of the state, in one type per kind.
 
 use alloy_primitives::{Address, B256, Bytes, U256};
-use stave_exec::AccountState;
+use stave_primitives::AccountState;
 
 /// A piece of state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,8 +9,7 @@ use std::sync::{
 use alloy_primitives::{Address, B256, Bytes, U256, map::HashMap};
 use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, RwLock};
-use stave_exec::{AccountState, StateError, StateReader};
-use stave_primitives::StateDiff;
+use stave_primitives::{StateDiff, StateError};
 use stave_storage::{
     KvStore, StorageError, Table,
     commit::{self, TxPositions},
@@ -21,8 +20,9 @@ use crate::{
     bloom::KeyBloom,
     error::StateLayerError,
     key::{StateKey, StateValue},
-    layer::{DiffLayer, SpeculativeLayer, keys, merge},
+    layer::{DiffLayer, keys, merge},
     sharded::ReadMostly,
+    snapshot::Snapshot,
     touched::TouchedAccounts,
 };
 
@@ -97,17 +97,19 @@ impl LayerReads {
 /// Each thread adds to a stripe of its own, on cache lines of its own: with one set of
 /// counters, every read of the two executing threads moved their line to its core.
 #[derive(Default)]
-struct Counters([CachePadded<Counts>; COUNTER_STRIPES]);
+pub(crate) struct Counters([CachePadded<Counts>; COUNTER_STRIPES]);
 
 /// Stripes of [`Counters`]: threads beyond it share them.
 const COUNTER_STRIPES: usize = 8;
 
 /// One stripe of [`Counters`].
 #[derive(Default)]
-struct Counts {
-    block: AtomicU64,
+pub(crate) struct Counts {
+    /// Served by the executing block's own changes.
+    pub(crate) block: AtomicU64,
     origin: AtomicU64,
-    diff: AtomicU64,
+    /// Served by a diff layer.
+    pub(crate) diff: AtomicU64,
     clean: AtomicU64,
     disk: AtomicU64,
     wasted_prefetch: AtomicU64,
@@ -115,7 +117,7 @@ struct Counts {
 
 impl Counters {
     /// Adds `count` to the calling thread's stripe of the counter `which` picks.
-    fn add(&self, which: fn(&Counts) -> &AtomicU64, count: u64) {
+    pub(crate) fn add(&self, which: fn(&Counts) -> &AtomicU64, count: u64) {
         static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
         thread_local! {
             static STRIPE: usize = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % COUNTER_STRIPES;
@@ -210,11 +212,11 @@ impl std::fmt::Debug for PreparedLayer {
 
 /// The state of a chain: the last blocks' diff layers over the flushed state on disk.
 pub struct StateLayers<'s> {
-    store: &'s dyn KvStore,
+    pub(crate) store: &'s dyn KvStore,
     /// Oldest first; the last is the head.
     layers: RwLock<Vec<Arc<DiffLayer>>>,
     /// Which of them changed each account.
-    touched: TouchedAccounts,
+    pub(crate) touched: TouchedAccounts,
     /// The height the disk layer is at.
     flushed: AtomicU64,
     clean: ReadMostly<quick_cache::unsync::Cache<StateKey, StateValue>, CLEAN_SHARDS>,
@@ -229,7 +231,7 @@ pub struct StateLayers<'s> {
     gate: RwLock<()>,
     /// One flush at a time.
     flushing: Mutex<()>,
-    counters: Counters,
+    pub(crate) counters: Counters,
     /// The counts when [`StateLayers::take_reads`] last ran.
     taken: Mutex<LayerReads>,
     /// The counts when the metrics last got them.
@@ -245,7 +247,7 @@ impl std::fmt::Debug for StateLayers<'_> {
     }
 }
 
-fn state_error(error: StorageError) -> StateError {
+pub(crate) fn state_error(error: StorageError) -> StateError {
     StateError(error.to_string())
 }
 
@@ -490,13 +492,7 @@ impl<'s> StateLayers<'s> {
     /// A snapshot of the state at the head.
     pub fn latest(&self) -> Snapshot<'_, 's> {
         let stack: Vec<_> = self.layers.read().iter().rev().cloned().collect();
-        Snapshot {
-            layers: self,
-            speculative: Vec::new(),
-            bloom: stack.first().map(|layer| layer.bloom.clone()),
-            stack,
-            reader: Reader::Execution,
-        }
+        Snapshot::new(self, stack, Reader::Execution)
     }
 
     /// Runs `query` on the state after block `number` (any block from the disk layer's to
@@ -528,13 +524,7 @@ impl<'s> StateLayers<'s> {
             .cloned()
             .collect();
         drop(layers);
-        let snapshot = Snapshot {
-            layers: self,
-            speculative: Vec::new(),
-            bloom: stack.first().map(|layer| layer.bloom.clone()),
-            stack,
-            reader: Reader::Historical,
-        };
+        let snapshot = Snapshot::new(self, stack, Reader::Historical);
         Ok(query(&snapshot))
     }
 
@@ -676,7 +666,7 @@ impl<'s> StateLayers<'s> {
         }
     }
 
-    fn count(&self, reader: Reader, which: fn(&Counts) -> &AtomicU64) {
+    pub(crate) fn count(&self, reader: Reader, which: fn(&Counts) -> &AtomicU64) {
         if reader == Reader::Execution {
             self.counters.add(which, 1);
         }
@@ -689,11 +679,10 @@ impl<'s> StateLayers<'s> {
     /// flush writes its key or the pool outgrows its bound. The clean cache gets values
     /// when a flush writes them: most keys a block reads from disk it also writes (a
     /// transfer's sender and recipient), so a copy in the clean cache would be stale by
-    /// the flush, and the insert (S3-FIFO bookkeeping, a slab that grows) cost every
-    /// disk read about 0.2 µs: `bench pipeline`, 5 interleaved pairs, serial execute
-    /// median 38.8 → 34.8 ms for 4 blocks of 2,500 transfers; with a warm sender cache,
-    /// 8 pairs, pipelined import median 214k → 254k TPS.
-    fn below(&self, key: StateKey, reader: Reader) -> Result<StateValue, StateError> {
+    /// the flush, and the insert (S3-FIFO bookkeeping, a slab that grows) made every disk
+    /// read cost more: `bench pipeline` measured both the serial execute stage and the
+    /// pipelined import clearly faster without it.
+    pub(crate) fn below(&self, key: StateKey, reader: Reader) -> Result<StateValue, StateError> {
         if reader == Reader::Historical {
             return match self.clean_value(&key) {
                 Some(value) => Ok(value),
@@ -751,148 +740,5 @@ impl<'s> StateLayers<'s> {
             ),
             StateKey::Wiped(_) => StateValue::Storage(U256::ZERO),
         })
-    }
-}
-
-/// The state at one block: its layers (newest first) over what lies below them.
-pub struct Snapshot<'l, 's> {
-    layers: &'l StateLayers<'s>,
-    /// Blocks above the head not yet committed, newest first.
-    speculative: Vec<SpeculativeLayer>,
-    /// The top layer's bloom: covers every layer of the stack.
-    bloom: Option<Arc<KeyBloom>>,
-    stack: Vec<Arc<DiffLayer>>,
-    reader: Reader,
-}
-
-impl Snapshot<'_, '_> {
-    /// The same state, read by a prefetcher: loads are not counted as execution reads.
-    pub(crate) fn for_prefetch(&self) -> Self {
-        Self {
-            layers: self.layers,
-            speculative: self.speculative.clone(),
-            bloom: self.bloom.clone(),
-            stack: self.stack.clone(),
-            reader: Reader::Prefetch,
-        }
-    }
-
-    /// The state after `speculative` (blocks not yet committed, oldest first, the first a
-    /// child of this snapshot's block): what a block proposed on top of them executes on.
-    pub fn with_speculative(mut self, speculative: &[SpeculativeLayer]) -> Self {
-        self.speculative = speculative.iter().rev().cloned().collect();
-        self
-    }
-
-    /// The block this snapshot is the state after.
-    pub fn number(&self) -> u64 {
-        if let Some(top) = self.speculative.first() {
-            return top.number();
-        }
-        self.stack
-            .first()
-            .map_or_else(|| self.layers.flushed(), |layer| layer.number)
-    }
-
-    /// The value `key` has in the newest layer of the stack that changed it: the top
-    /// layer (where an account in use is most often found, and which is cheaper to search
-    /// than the index is to read), then, for an account or a slot, only the layers the
-    /// index lists for the account.
-    fn in_stack(&self, key: &StateKey) -> Option<StateValue> {
-        let newest = self.stack.first()?;
-        if let Some(value) = newest.get(key) {
-            return Some(value);
-        }
-        let top = newest.number;
-        // The stack holds consecutive blocks, newest first.
-        let in_layer = |number: u64| {
-            self.stack
-                .get(usize::try_from(top - number).ok()?)
-                .filter(|layer| layer.number == number)?
-                .get(key)
-        };
-        match key.account() {
-            Some(address) => self.layers.touched.find_newest(&address, top - 1, in_layer),
-            None => self.stack[1..].iter().find_map(|layer| layer.get(key)),
-        }
-    }
-
-    fn get(&self, key: StateKey) -> Result<StateValue, StateError> {
-        if let Some(value) = self.speculative.iter().find_map(|layer| layer.get(&key)) {
-            self.layers.count(self.reader, |c| &c.diff);
-            return Ok(value);
-        }
-        if self
-            .bloom
-            .as_ref()
-            .is_some_and(|bloom| bloom.may_hold(&key))
-            && let Some(value) = self.in_stack(&key)
-        {
-            self.layers.count(self.reader, |c| &c.diff);
-            return Ok(value);
-        }
-        self.layers.below(key, self.reader)
-    }
-}
-
-fn mismatch() -> StateError {
-    StateError("state layers returned a value of another kind".into())
-}
-
-impl Snapshot<'_, '_> {
-    /// Puts what prefetchers loaded and still hold in the origin pool.
-    pub(crate) fn publish_prefetched(&self) {
-        self.layers.publish_prefetched();
-    }
-}
-
-impl StateReader for Snapshot<'_, '_> {
-    fn account(&self, address: Address) -> Result<Option<AccountState>, StateError> {
-        match self.get(StateKey::Account(address))? {
-            StateValue::Account(account) => Ok(account),
-            _ => Err(mismatch()),
-        }
-    }
-
-    fn storage(&self, address: Address, slot: U256) -> Result<U256, StateError> {
-        match self.get(StateKey::Storage(address, slot))? {
-            StateValue::Storage(value) => Ok(value),
-            _ => Err(mismatch()),
-        }
-    }
-
-    fn code(&self, code_hash: B256) -> Result<Option<Bytes>, StateError> {
-        match self.get(StateKey::Code(code_hash))? {
-            StateValue::Code(code) => Ok(code),
-            _ => Err(mismatch()),
-        }
-    }
-
-    fn prefetch_account(&self, address: Address) {
-        if let Some(bloom) = &self.bloom {
-            bloom.prefetch(&StateKey::Account(address));
-        }
-    }
-
-    fn note_block_reads(&self, reads: u64) {
-        if self.reader == Reader::Execution {
-            self.layers.counters.add(|c| &c.block, reads);
-        }
-    }
-
-    fn block_hash(&self, number: u64) -> Result<B256, StateError> {
-        if let Some(layer) = self
-            .speculative
-            .iter()
-            .find(|layer| layer.number() == number)
-        {
-            return Ok(layer.hash());
-        }
-        if let Some(layer) = self.stack.iter().find(|layer| layer.number == number) {
-            return Ok(layer.hash);
-        }
-        Ok(commit::header(self.layers.store, number)
-            .map_err(state_error)?
-            .map_or(B256::ZERO, |header| header.hash_slow()))
     }
 }

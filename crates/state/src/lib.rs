@@ -6,7 +6,7 @@
 //!   bloom filter covers all of them, so a key no recent block wrote skips them, and an
 //!   index of the layers that changed each account sends the others straight there;
 //! - L1.5, the origin pool: values read from below the layers, kept until a flush writes
-//!   their key, shared by the executor's threads and the [`Prefetcher`] (what execution
+//!   their key, shared by the executor's threads and the prefetcher of `stave-node` (what execution
 //!   read goes in when the next block's layer is prepared);
 //! - L3, the clean cache of values flushes wrote to disk (S3-FIFO, `quick_cache`);
 //! - the disk layer: `stave-storage`, at the flushed height.
@@ -22,14 +22,13 @@ mod error;
 mod key;
 mod layer;
 mod layers;
-mod prefetch;
 mod sharded;
+mod snapshot;
 mod touched;
 
 pub use error::StateLayerError;
 pub use layer::SpeculativeLayer;
 pub use layers::{
-    DEFAULT_CLEAN_CACHE_ENTRIES, FLUSH_BATCH, KEPT_LAYERS, LayerReads, PreparedLayer, Snapshot,
-    StateLayers,
+    DEFAULT_CLEAN_CACHE_ENTRIES, FLUSH_BATCH, KEPT_LAYERS, LayerReads, PreparedLayer, StateLayers,
 };
-pub use prefetch::Prefetcher;
+pub use snapshot::Snapshot;

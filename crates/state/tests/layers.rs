@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use proptest::prelude::*;
-use stave_exec::{AccountDiff, AccountState, MemoryState, StateDiff, StateReader};
+use stave_primitives::{AccountDiff, AccountState, MemoryState, StateDiff, StateReader};
 use stave_state::{FLUSH_BATCH, KEPT_LAYERS, Snapshot, StateLayerError, StateLayers};
 use stave_storage::{
     LmdbStore,

@@ -2,7 +2,7 @@
 //! wrote, serial and parallel encodings agree, and commits are idempotent and ordered.
 use alloy_primitives::{Address, B256, U256};
 use stave_codec::encode_transactions;
-use stave_exec::{MemoryState, Mode, execute_serial};
+use stave_exec::{BlockEnv, BlockInput, MemoryState, Mode, execute_serial};
 use stave_primitives::{
     AccountDiff, AccountState, Block, Header, SealedBlock, StateDiff, dev::dev_account,
 };
@@ -74,8 +74,13 @@ fn block_one(parent: B256, n: usize) -> Fixture {
         proposer: Address::repeat_byte(0xb0),
         ..Header::default()
     };
-    let outcome =
-        execute_serial(&state, CHAIN_ID, &header, &recovered, Mode::Validate).expect("executes");
+    let outcome = execute_serial(BlockInput::new(
+        &state,
+        BlockEnv::new(CHAIN_ID, &header),
+        &recovered,
+        Mode::Validate,
+    ))
+    .expect("executes");
     header.gas_used = outcome.gas_used;
     let mut block = Block {
         header,

@@ -11,8 +11,7 @@ use alloy_consensus::Transaction as _;
 use alloy_primitives::{Address, B256, U256};
 use parking_lot::Mutex;
 use rayon::prelude::*;
-use stave_exec::StateReader;
-use stave_primitives::{RecoveredTx, SignedTx};
+use stave_primitives::{RecoveredTx, SignedTx, StateReader};
 use stave_verify::SenderCache;
 
 use crate::error::{DropReason, PoolError};

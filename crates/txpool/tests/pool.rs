@@ -3,8 +3,10 @@
 use std::{sync::Arc, time::Duration};
 
 use alloy_primitives::{Address, U256};
-use stave_exec::{AccountDiff, AccountState, MemoryState, StateDiff};
-use stave_primitives::{ChainSpec, DEFAULT_BASE_FEE, DEV_GAS_LIMIT, dev::dev_account};
+use stave_primitives::{
+    AccountDiff, AccountState, ChainSpec, DEFAULT_BASE_FEE, DEV_GAS_LIMIT, MemoryState, StateDiff,
+    dev::dev_account,
+};
 use stave_sdk::{LocalSigner, TxBuilder};
 use stave_txpool::{PoolConfig, PoolError, PoolStatus, TxPool};
 use stave_verify::SenderCache;
@@ -245,7 +247,7 @@ fn a_committed_block_removes_its_txs_and_the_nonces_it_used() {
     assert_eq!(included.len(), 1);
     // The block also used nonce 1 (say, through another node's tx).
     let mut diff = StateDiff::default();
-    let mut account = stave_exec::StateReader::account(&state, dev_account(0).address)
+    let mut account = stave_primitives::StateReader::account(&state, dev_account(0).address)
         .unwrap()
         .unwrap();
     account.nonce = 2;

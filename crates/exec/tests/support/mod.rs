@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use alloy_consensus::{TxEip1559, TypedTransaction};
 use alloy_genesis::{ChainConfig, Genesis, GenesisAccount};
 use alloy_primitives::{Address, B256, Bytes, TxKind, U256};
-use stave_exec::MemoryState;
+use stave_exec::{BlockEnv, BlockInput, MemoryState, Mode, StateReader};
 use stave_primitives::{ChainSpec, Header, RecoveredTx, dev::dev_account};
 use stave_sdk::{
     LocalSigner,
@@ -26,6 +26,16 @@ pub const SPINNER: Address = Address::repeat_byte(0x92);
 /// Funded dev accounts 0..SENDERS.
 pub const SENDERS: u64 = 8;
 pub const ETH: u128 = 1_000_000_000_000_000_000;
+
+/// `txs` as a block under `header` on `state`, on the test chain.
+pub fn input<'a>(
+    state: &'a dyn StateReader,
+    header: &'a Header,
+    txs: &'a [RecoveredTx],
+    mode: Mode,
+) -> BlockInput<'a> {
+    BlockInput::new(state, BlockEnv::new(CHAIN_ID, header), txs, mode)
+}
 
 pub fn probe_code() -> Bytes {
     // PUSH20 TARGET, BALANCE, PUSH1 0, SSTORE, STOP

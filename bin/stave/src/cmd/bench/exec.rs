@@ -6,7 +6,7 @@
 
 use clap::Args;
 use serde::Serialize;
-use stave_exec::{MemoryState, Mode, ParallelExecutor, execute_serial};
+use stave_exec::{BlockEnv, BlockInput, MemoryState, Mode, ParallelExecutor, execute_serial};
 use stave_primitives::{Address, Header};
 use stave_sdk::{TxBuilder, signed_workload};
 use stave_verify::verify_serial;
@@ -64,8 +64,14 @@ pub fn run(args: ExecArgs) -> anyhow::Result<()> {
             CHAIN_ID,
             None,
         )?;
-        let serial = execute_serial(&state, CHAIN_ID, &header, &txs, Mode::Validate)?;
-        let parallel = executor.execute(&state, CHAIN_ID, &header, &txs, Mode::Validate)?;
+        let input = BlockInput::new(
+            &state,
+            BlockEnv::new(CHAIN_ID, &header),
+            &txs,
+            Mode::Validate,
+        );
+        let serial = execute_serial(input)?;
+        let parallel = executor.execute(input)?;
         anyhow::ensure!(
             parallel == serial,
             "{workload:?}: parallel result differs from serial"
@@ -81,12 +87,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<()> {
         );
         // Timed as the node runs a block on one thread: with the executor's spare change
         // map, as the parallel runs have theirs.
-        let serial_time = median_time(args.block.runs, || {
-            executor.execute_one_thread(&state, CHAIN_ID, &header, &txs, Mode::Validate)
-        });
-        let parallel_time = median_time(args.block.runs, || {
-            executor.execute(&state, CHAIN_ID, &header, &txs, Mode::Validate)
-        });
+        let serial_time = median_time(args.block.runs, || executor.execute_one_thread(input));
+        let parallel_time = median_time(args.block.runs, || executor.execute(input));
         workloads.push(WorkloadReport {
             workload: *workload,
             block_txs: args.block.block_txs,

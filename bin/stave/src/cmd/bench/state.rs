@@ -16,10 +16,10 @@ use clap::Args;
 use rand::{Rng, SeedableRng, seq::SliceRandom};
 use rayon::prelude::*;
 use serde::Serialize;
-use stave_node::{Chain, Parallelism};
+use stave_node::{Chain, Parallelism, Prefetcher};
 use stave_primitives::{Address, ChainSpec, RecoveredTx, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder};
-use stave_state::{LayerReads, Prefetcher};
+use stave_state::LayerReads;
 use stave_storage::{LmdbOptions, LmdbStore};
 use stave_verify::SenderCache;
 

@@ -1,11 +1,23 @@
-//! What the executor reads (a [`StateReader`]) and what it writes (a [`StateDiff`]).
+//! What an executor reads: the state before a block, through [`StateReader`].
+//!
+//! The trait sits here, below the executor, so the crates that implement it (the state
+//! layers) or read through it (the txpool's admission checks) need not depend on the
+//! executor. [`MemoryState`] is the plain in-memory implementation for genesis, tests and
+//! benches.
 
 use std::collections::HashMap;
 
 use alloy_primitives::{Address, B256, Bytes, U256};
-use stave_primitives::{AccountState, ChainSpec, StateDiff};
 
-use crate::error::StateError;
+use crate::{AccountState, ChainSpec, StateDiff};
+
+/// A state read failed (the storage layer's error, carried as text so that readers and
+/// the executor need not depend on the storage crate).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("state read failed: {0}")]
+pub struct StateError(pub String);
+
+impl revm_context_interface::DBErrorMarker for StateError {}
 
 /// Read access to the state before a block: what every executor, serial or parallel,
 /// starts from. Implementations must be safe to read from many threads at once.

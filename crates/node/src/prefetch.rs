@@ -1,5 +1,7 @@
 //! Prefetching: load what the next block's transactions will read before they run, into
-//! the origin pool (L1.5) and the clean cache (L3).
+//! the state layers' origin pool (L1.5) and clean cache (L3). It lives with the import
+//! pipeline that drives it (`Chain::import_stream` prefetches block N+1 while block N
+//! executes), so that the state layers need not depend on the executor.
 //!
 //! Every transaction's sender and recipient accounts are loaded directly; a transaction
 //! that calls code or creates a contract also runs alone as a call (no nonce check, no
@@ -12,10 +14,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
-use stave_exec::{CallRequest, StateReader as _};
-use stave_primitives::{Header, RecoveredTx};
-
-use crate::layers::Snapshot;
+use stave_exec::{BlockEnv, CallRequest};
+use stave_primitives::{RecoveredTx, StateReader as _};
+use stave_state::Snapshot;
 
 /// Threads that run transactions speculatively.
 pub struct Prefetcher {
@@ -48,15 +49,13 @@ impl Prefetcher {
     }
 
     /// Loads what `txs` will read from `snapshot`: senders and recipients, and for
-    /// transactions that run code, whatever a speculative run in `header`'s environment
-    /// touches. Returns when done, or soon after `stop` is set: the transactions not
+    /// transactions that run code, whatever a speculative run in `env` touches. Returns when done, or soon after `stop` is set: the transactions not
     /// started by then are left for execution to read, so a prefetch that cannot finish
     /// before the block executes never holds the block up.
     pub fn prefetch(
         &self,
         snapshot: &Snapshot<'_, '_>,
-        chain_id: u64,
-        header: &Header,
+        env: BlockEnv<'_>,
         txs: &[RecoveredTx],
         stop: &AtomicBool,
     ) {
@@ -76,7 +75,7 @@ impl Prefetcher {
                 };
                 if runs_code {
                     // Failures (reverts, invalid calls) are expected: the reads count.
-                    let _ignored = stave_exec::call(&snapshot, chain_id, header, &call);
+                    let _ignored = stave_exec::call(&snapshot, env, &call);
                 }
             });
         });
