@@ -189,8 +189,8 @@ pub struct BlockParts {
 }
 
 impl BlockParts {
-    /// Splits a block in its wire form (DESIGN.md §3.2), hashing its transactions, and
-    /// checks them against the header's `transactions_root`.
+    /// Splits a block in its wire form (see docs/wire-formats.md, block form), hashing its
+    /// transactions, and checks them against the header's `transactions_root`.
     pub fn from_block(bytes: &[u8]) -> Result<Self, CompactError> {
         let (header, hash, body) = split_header(bytes)?;
         let list = IndexedList::parse(body)?;

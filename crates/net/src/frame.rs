@@ -1,4 +1,5 @@
-//! The P2P frame (DESIGN.md §3.3, as FISCO BCOS 2.x, all big-endian):
+//! The P2P frame (as FISCO BCOS 2.x, all big-endian; see docs/wire-formats.md, frame
+//! header):
 //!
 //! ```text
 //! off size field

@@ -1,8 +1,9 @@
 //! Gossip of transactions and blocks over the peer manager, deduplicated by hash.
 //!
-//! - **Transactions** travel in batches, each an offset-indexed list (DESIGN.md §3.1). A
-//!   transaction seen before is dropped; a new one goes through the node's txpool admission
-//!   (which recovers and caches its sender) and, if admitted, on to the other peers.
+//! - **Transactions** travel in batches, each an offset-indexed list (see
+//!   docs/wire-formats.md, offset-indexed list). A transaction seen before is dropped; a
+//!   new one goes through the node's txpool admission (which recovers and caches its
+//!   sender) and, if admitted, on to the other peers.
 //! - **Blocks** travel compact ([`crate::compact`]): header and short ids. The receiver
 //!   rebuilds the body from the transactions gossip has seen, asks the sender for the ones
 //!   it lacks (or all of them, if the rebuilt body does not match the header), hands the

@@ -1,8 +1,9 @@
-//! Stave's network layer: the framed wire format of DESIGN.md §3.3 ([`frame`]), with
-//! Snappy compression above 1 KiB and hostile-input limits; peer scores with bans
-//! ([`score`]); mutual TLS with a chain CA, node ids and an allow-list ([`tls`]); the peer
-//! manager that keeps static peers connected and routes frames by protocol id ([`peers`]);
-//! and transaction and compact-block gossip on top of it ([`gossip`], [`compact`]).
+//! Stave's network layer: the framed wire format ([`frame`]; see docs/wire-formats.md,
+//! frame header), with Snappy compression above 1 KiB and hostile-input limits; peer
+//! scores with bans ([`score`]); mutual TLS with a chain CA, node ids and an allow-list
+//! ([`tls`]); the peer manager that keeps static peers connected and routes frames by
+//! protocol id ([`peers`]); and transaction and compact-block gossip on top of it
+//! ([`gossip`], [`compact`]).
 
 pub mod compact;
 pub mod frame;

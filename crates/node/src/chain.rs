@@ -30,12 +30,12 @@ use stave_primitives::{
 };
 use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, Prefetcher, SpeculativeLayer, StateLayers};
 use stave_storage::{
-    KvStore, StorageError, Table,
+    KvStore, StorageError,
     commit::{
         BlockState, BlockToCommit, Committed, DATA_FORMAT, TxPositions, commit_block,
-        commit_block_with, data_format, encode_receipts, flushed_height, head, header, senders,
-        stored_diff,
+        commit_block_with, encode_receipts,
     },
+    read::{data_format, encoded_body, flushed_height, head, header, senders, stored_diff},
 };
 use stave_verify::{SenderCache, Verifier, VerifyError, verify_serial};
 
@@ -308,9 +308,7 @@ impl JournaledBlock {
             );
             return Ok(None);
         }
-        let body = store
-            .get(Table::Bodies, &number.to_be_bytes())?
-            .unwrap_or_default();
+        let body = encoded_body(store, number)?.unwrap_or_default();
         let txs = IndexedList::parse(&body)?;
         Ok(Some(Self {
             hash: header.hash_slow(),
@@ -365,9 +363,7 @@ pub fn encoded_block(store: &dyn KvStore, number: u64) -> Result<Option<Vec<u8>>
     let Some(header) = header(store, number)? else {
         return Ok(None);
     };
-    let body = store
-        .get(Table::Bodies, &number.to_be_bytes())?
-        .unwrap_or_default();
+    let body = encoded_body(store, number)?.unwrap_or_default();
     Ok(Some(encode_block_parts(&header, &body)))
 }
 
