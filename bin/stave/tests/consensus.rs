@@ -337,12 +337,12 @@ fn testnet_run_starts_every_node_and_stops_them_on_sigterm() {
         let store =
             stave_storage::LmdbStore::open(&root.path().join(format!("node{i}/data")), 1 << 30)
                 .expect("opens");
-        let head = stave_storage::commit::head(&store)
+        let head = stave_storage::read::head(&store)
             .expect("reads")
             .map(|(number, _)| number);
         assert!(head >= Some(2), "node {i}: head {head:?}");
         assert_eq!(
-            stave_storage::commit::flushed_height(&store).expect("reads"),
+            stave_storage::read::flushed_height(&store).expect("reads"),
             head,
             "node {i}"
         );

@@ -18,7 +18,7 @@ use stave_primitives::{Address, B256, RecoveredTx, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder, workload_genesis};
 use stave_storage::{
     LmdbStore,
-    commit::{flushed_height, head, header},
+    read::{flushed_height, head, header},
 };
 
 const CHAIN_ID: u64 = 1337;

@@ -302,12 +302,12 @@ fn sigkill_loses_no_block_rpc_reported() {
     assert!(exit.success(), "{exit:?}");
     // A clean stop writes the state layers to disk: the next start re-executes nothing.
     let store = stave_storage::LmdbStore::open(&datadir, 1 << 30).expect("opens");
-    let (head, _) = stave_storage::commit::head(&store)
+    let (head, _) = stave_storage::read::head(&store)
         .expect("reads")
         .expect("a head");
     assert!(head as usize >= reported.len() - 1);
     assert_eq!(
-        stave_storage::commit::flushed_height(&store).expect("reads"),
+        stave_storage::read::flushed_height(&store).expect("reads"),
         Some(head)
     );
 }

@@ -17,7 +17,7 @@ use alloy_primitives::B256;
 use stave_exec::StateReader;
 use stave_primitives::{ChainSpec, Header, Receipt, RecoveredTx, SealedBlock};
 use stave_state::{StateLayerError, StateLayers};
-use stave_storage::{KvStore, StorageError, commit};
+use stave_storage::{KvStore, StorageError, read};
 use stave_txpool::{DropReason, TxPool};
 
 use crate::{
@@ -76,7 +76,7 @@ impl<'s> ChainView<'s> {
     pub fn head(&self) -> Result<(u64, B256), StorageError> {
         let number = self.layers.head();
         let hash =
-            commit::header(self.store, number)?.map_or(B256::ZERO, |header| header.hash_slow());
+            read::header(self.store, number)?.map_or(B256::ZERO, |header| header.hash_slow());
         Ok((number, hash))
     }
 
@@ -89,11 +89,11 @@ impl<'s> ChainView<'s> {
     ) -> Result<R, ViewError> {
         let Some(number) = number else {
             let state = self.layers.latest();
-            let header = commit::header(self.store, state.number())?
+            let header = read::header(self.store, state.number())?
                 .ok_or(ViewError::UnknownBlock(state.number()))?;
             return Ok(query(&state, &header));
         };
-        let header = commit::header(self.store, number)?.ok_or(ViewError::UnknownBlock(number))?;
+        let header = read::header(self.store, number)?.ok_or(ViewError::UnknownBlock(number))?;
         self.layers
             .with_state_at(number, |state| query(state, &header))
             .map_err(ViewError::StateNotAvailable)

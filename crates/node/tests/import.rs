@@ -14,7 +14,8 @@ use stave_sdk::{
 };
 use stave_storage::{
     KvStore, LmdbStore, Table, WriteBatch,
-    commit::{DATA_FORMAT, data_format, head, senders},
+    commit::DATA_FORMAT,
+    read::{data_format, head, senders},
 };
 
 const CHAIN_ID: u64 = 1337;

@@ -199,7 +199,7 @@ fn blocks_built_on_uncommitted_parents_commit_to_the_chain_a_plain_import_makes(
     let roots: Vec<_> = stores
         .iter()
         .map(|store| {
-            stave_storage::commit::header(store, 2)
+            stave_storage::read::header(store, 2)
                 .expect("reads")
                 .expect("stored")
                 .state_root

@@ -1,15 +1,15 @@
 //! State changes: what an account is, and what a block changed. Written by the executor,
-//! stored by the commit stage, committed to by the header's `state_root`.
+//! stored by the commit stage, committed to by the header's `state_root` ([`root`]).
 
 use std::collections::BTreeMap;
 
 use alloy_primitives::{Address, B256, Bytes, KECCAK256_EMPTY, U256, keccak256};
 
-use crate::{
-    ChainSpec,
-    merkle::{Chunked, LeafHasher, chunked_root, chunked_roots},
-    receipt::{Receipt, ReceiptLeaves, encode_without_bloom},
-};
+use crate::ChainSpec;
+
+mod root;
+
+pub use root::{SlotsHint, receipts_and_state_roots, state_root};
 
 /// An account as state stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,9 +82,9 @@ pub struct SortedMap<K, V>(Vec<(K, V)>);
 pub type AccountDiffs = SortedMap<Address, AccountDiff>;
 
 /// The slots an account wrote in a block, with their final values, in slot order, each
-/// once. Not a tree: the chunks of a block of token transfers each write ~1,250 of the
-/// token's slots, and merging two trees of them built a third (~250 µs on the executor's
-/// critical path) where this merges in place in one linear pass. The executor collects a
+/// once. Not a tree: the chunks of a block of token transfers each write many of the
+/// token's slots, and merging two trees of them built a third on the executor's critical
+/// path, where this merges in place in one linear pass. The executor collects a
 /// block's writes in a hash map and sorts them once ([`SlotDiffs::from_distinct`]).
 pub type SlotDiffs = SortedMap<U256, U256>;
 
@@ -148,8 +148,7 @@ impl<K: Ord, V> SortedMap<K, V> {
     /// earlier entries that sort before every later one. An entry moves at most once, in
     /// a block of memory: a merge of safe swaps through default-filled room wrote every
     /// moved change twice, and first counted the shared addresses to size the room (a pass
-    /// over both lists). Merging the chunks of a block of 2,500 transfers (`stave bench
-    /// exec`, medians): 124 µs → 65 µs.
+    /// over both lists).
     pub fn append_with(&mut self, later: Self, mut combine: impl FnMut(&mut V, V)) {
         let earlier = &mut self.0;
         let mut later = later.0;
@@ -387,190 +386,16 @@ impl StateDiff {
     }
 }
 
-/// One unit of a block's changes, as the state root hashes it: an account's new fields
-/// (or deletion), one of the slots it wrote, or a deployed code's hash. A leaf of the root
-/// holds [`ITEMS_PER_LEAF`](crate::merkle::ITEMS_PER_LEAF) units, so an account that wrote
-/// thousands of slots (a token contract, in a block of token transfers) spans many leaves,
-/// hashed on all threads, instead of being one leaf of ~320 KB hashed on one.
-enum Unit<'d> {
-    Account(&'d Address, &'d AccountDiff),
-    Slot(&'d U256, &'d U256),
-    Code(&'d B256),
-}
-
-impl Unit<'_> {
-    /// Appends the unit's encoding: a kind byte, then fixed-width fields (for an account,
-    /// the count of the slot units that follow it last). Each unit is tagged and fixed in
-    /// width for its kind, so a leaf's bytes determine its units, and the whole sequence
-    /// determines the diff.
-    fn encode(&self, out: &mut Vec<u8>) {
-        match *self {
-            Self::Account(address, change) => {
-                out.push(b'a');
-                out.extend_from_slice(address.as_slice());
-                match change.info {
-                    Some(info) => {
-                        out.push(1);
-                        out.extend_from_slice(&info.nonce.to_be_bytes());
-                        out.extend_from_slice(&info.balance.to_be_bytes::<32>());
-                        out.extend_from_slice(info.code_hash.as_slice());
-                    }
-                    None => out.push(0),
-                }
-                out.push(u8::from(change.storage_cleared));
-                out.extend_from_slice(&(change.storage.len() as u64).to_be_bytes());
-            }
-            Self::Slot(slot, value) => {
-                out.push(b's');
-                out.extend_from_slice(&slot.to_be_bytes::<32>());
-                out.extend_from_slice(&value.to_be_bytes::<32>());
-            }
-            Self::Code(hash) => {
-                out.push(b'c');
-                out.extend_from_slice(hash.as_slice());
-            }
-        }
-    }
-}
-
-/// The header's `state_root` after a block: `keccak256(parent_root ‖ diff_root)`, where
-/// `diff_root` is the [`chunked_root`] over the block's changes as units: each changed
-/// account in address order (its new fields or deletion, storage-cleared flag and count
-/// of written slots) followed by its written slots in slot order, then the hashes of
-/// deployed code; its leaves are hashed by `hasher`.
-///
-/// What it proves: two nodes with the same genesis and the same root applied the same
-/// sequence of state changes, so their states are equal; a node that executed a block
-/// differently gets a different root. What it does not: it is a hash chain over diffs,
-/// not a trie over the state, so there are no proofs of single accounts (no
-/// `eth_getProof`) and verifying it needs every diff since genesis.
-pub fn state_root(parent_root: B256, diff: &StateDiff, hasher: &dyn LeafHasher) -> B256 {
-    seal(
-        parent_root,
-        chunked_root(&units(diff, SlotsHint::Unknown), Unit::encode, hasher),
-    )
-}
-
-/// A block's `receipts_root` and `state_root` (as [`crate::receipts_root`] and [`state_root`]
-/// give them), their leaves hashed together: one handing of work to `hasher`'s threads
-/// instead of two, and neither root's short tail (its last leaves, its Merkle top) leaves
-/// a thread idle while the other still hashes. `ahead` holds leaves of `receipts` already
-/// hashed, skipped here (or none: `ReceiptLeaves::default()`); `slots` is what is known of
-/// the slots `diff` holds.
-pub fn receipts_and_state_roots(
-    receipts: &[Receipt],
-    ahead: &ReceiptLeaves,
-    parent_root: B256,
-    diff: &StateDiff,
-    slots: SlotsHint,
-    hasher: &dyn LeafHasher,
-) -> (B256, B256) {
-    let units = units(diff, slots);
-    let (hashed, rest) = ahead.split(receipts);
-    let roots = chunked_roots(
-        &[
-            (hashed, &Chunked::new(rest, encode_without_bloom)),
-            (&[], &Chunked::new(&units, Unit::encode)),
-        ],
-        hasher,
-    );
-    (roots[0], seal(parent_root, roots[1]))
-}
-
-/// What is known, before a block's roots are hashed, of the slots its changes wrote. The
-/// parallel executor learns it ([`SlotsHint::of`]) on the thread that merged the changes,
-/// while they are in that core's cache; the roots then lay out the units without reading
-/// every change again, from the other core's cache. A block of 2,500 transfers: its roots
-/// took 611 µs reading every change, and 581 in a throwaway build that read none and
-/// learned nothing (the bound; medians of 45 blocks); `stave bench pipeline`, 30
-/// interleaved release runs with the hint as it is: staged execute 14.60 → 14.50 ms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SlotsHint {
-    /// Nothing is known: the roots look at every change.
-    #[default]
-    Unknown,
-    /// No changed account wrote a slot.
-    NoneWritten,
-}
-
-impl SlotsHint {
-    /// What `diff` says: [`SlotsHint::NoneWritten`] when no account in it wrote a slot.
-    pub fn of(diff: &StateDiff) -> Self {
-        if diff
-            .accounts
-            .iter()
-            .all(|(_, change)| change.storage.is_empty())
-        {
-            Self::NoneWritten
-        } else {
-            Self::Unknown
-        }
-    }
-}
-
-/// The block's changes as the units the state root commits to, in order. With
-/// [`SlotsHint::NoneWritten`] no change is read: its unit is its place in the list.
-fn units(diff: &StateDiff, slots: SlotsHint) -> Vec<Unit<'_>> {
-    debug_assert!(
-        slots == SlotsHint::Unknown || SlotsHint::of(diff) == slots,
-        "a hint the changes contradict"
-    );
-    let looked_at = slots == SlotsHint::Unknown;
-    let written: usize = if looked_at {
-        diff.accounts
-            .iter()
-            .map(|(_, change)| change.storage.len())
-            .sum()
-    } else {
-        0
-    };
-    let mut units = Vec::with_capacity(diff.accounts.len() + written + diff.codes.len());
-    for (address, change) in &diff.accounts {
-        units.push(Unit::Account(address, change));
-        if looked_at {
-            units.extend(
-                change
-                    .storage
-                    .iter()
-                    .map(|(slot, value)| Unit::Slot(slot, value)),
-            );
-        }
-    }
-    units.extend(diff.codes.keys().map(Unit::Code));
-    units
-}
-
-/// `keccak256(parent_root ‖ diff_root)`.
-fn seal(parent_root: B256, diff_root: B256) -> B256 {
-    let mut preimage = [0u8; 64];
-    preimage[..32].copy_from_slice(parent_root.as_slice());
-    preimage[32..].copy_from_slice(diff_root.as_slice());
-    keccak256(preimage)
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
-    use crate::{ITEMS_PER_LEAF, SerialLeaves, merkle::PartsSeen};
 
-    fn diff(balance: u64) -> StateDiff {
-        let mut diff = StateDiff::default();
-        diff.accounts.insert(
-            Address::with_last_byte(1),
-            AccountDiff {
-                info: Some(AccountState {
-                    nonce: 1,
-                    balance: U256::from(balance),
-                    code_hash: B256::ZERO,
-                }),
-                storage_cleared: false,
-                storage: [(U256::from(1), U256::from(2))].into_iter().collect(),
-            },
-        );
-        diff
-    }
-
-    fn account(balance: u64, storage: &[(u64, u64)], storage_cleared: bool) -> AccountDiff {
+    /// An account change with `balance`, these slot writes and the cleared flag.
+    pub(super) fn account(
+        balance: u64,
+        storage: &[(u64, u64)],
+        storage_cleared: bool,
+    ) -> AccountDiff {
         AccountDiff {
             info: Some(AccountState {
                 nonce: 1,
@@ -585,7 +410,8 @@ mod tests {
         }
     }
 
-    fn accounts(changes: &[(u8, AccountDiff)]) -> StateDiff {
+    /// A diff changing the accounts `Address::repeat_byte(byte)`.
+    pub(super) fn accounts(changes: &[(u8, AccountDiff)]) -> StateDiff {
         StateDiff {
             accounts: changes
                 .iter()
@@ -787,165 +613,6 @@ mod tests {
         assert_eq!(
             earlier,
             accounts(&[(1, account(11, &[(1, 1), (2, 2)], true))])
-        );
-    }
-
-    #[test]
-    fn state_root_commits_to_parent_and_every_change() {
-        let root = state_root(B256::ZERO, &diff(5), &SerialLeaves);
-        assert_eq!(root, state_root(B256::ZERO, &diff(5), &SerialLeaves));
-        assert_ne!(root, state_root(B256::ZERO, &diff(6), &SerialLeaves));
-        assert_ne!(
-            root,
-            state_root(B256::repeat_byte(1), &diff(5), &SerialLeaves)
-        );
-        let mut slot = diff(5);
-        slot.accounts.values_mut().for_each(|c| {
-            c.storage.insert(U256::from(1), U256::from(3));
-        });
-        assert_ne!(root, state_root(B256::ZERO, &slot, &SerialLeaves));
-        let mut deleted = diff(5);
-        deleted.accounts.values_mut().for_each(|c| c.info = None);
-        assert_ne!(root, state_root(B256::ZERO, &deleted, &SerialLeaves));
-        let mut deployed = diff(5);
-        deployed
-            .codes
-            .insert(B256::repeat_byte(7), Bytes::from_static(&[0x00]));
-        assert_ne!(root, state_root(B256::ZERO, &deployed, &SerialLeaves));
-        // A slot belongs to the account it follows.
-        let two = |first: &[(u64, u64)], second: &[(u64, u64)]| {
-            accounts(&[
-                (1, account(1, first, false)),
-                (2, account(2, second, false)),
-            ])
-        };
-        assert_ne!(
-            state_root(B256::ZERO, &two(&[(1, 1)], &[]), &SerialLeaves),
-            state_root(B256::ZERO, &two(&[], &[(1, 1)]), &SerialLeaves)
-        );
-    }
-
-    #[test]
-    fn one_account_s_many_slots_are_hashed_in_parts_to_the_same_root() {
-        // A token contract that wrote 5,000 balances: one account, 5,001 units.
-        let slots: Vec<(u64, u64)> = (0..5_000).map(|i| (i * 7 + 1, i + 1)).collect();
-        let diff = accounts(&[(1, account(1, &slots, false))]);
-        let hasher = PartsSeen {
-            threads: 2,
-            seen: Default::default(),
-        };
-        let root = state_root(B256::ZERO, &diff, &hasher);
-        assert_eq!(root, state_root(B256::ZERO, &diff, &SerialLeaves));
-        // 157 leaves: one part per thread (as one item, the account was one leaf).
-        assert_eq!(*hasher.seen.lock().expect("not poisoned"), [2]);
-    }
-
-    #[test]
-    fn both_roots_hashed_together_equal_each_hashed_alone() {
-        let receipt = |i: u64| -> Receipt {
-            alloy_consensus::Receipt {
-                status: (!i.is_multiple_of(3)).into(),
-                cumulative_gas_used: 21_000 * (i + 1),
-                logs: vec![],
-            }
-            .into()
-        };
-        let slots: Vec<(u64, u64)> = (0..700).map(|i| (i * 3 + 1, i + 1)).collect();
-        // Lists empty, within one leaf, and long enough to be cut into parts, so that
-        // parts start and end inside either list and across the two; changes with slots
-        // (every other account writes 700) and without.
-        for (receipts, accounts_changed, with_slots) in [
-            (0, 0, false),
-            (0, 40, true),
-            (5, 0, false),
-            (70, 3, true),
-            (70, 40, false),
-            (2_500, 40, true),
-            (2_500, 200, false),
-        ] {
-            let receipts: Vec<Receipt> = (0..receipts).map(receipt).collect();
-            let mut diff = StateDiff::default();
-            for i in 0..accounts_changed {
-                let written = if with_slots && i % 2 == 0 {
-                    &slots[..]
-                } else {
-                    &[]
-                };
-                diff.accounts
-                    .insert(Address::with_last_byte(i as u8), account(i, written, false));
-            }
-            let parent = B256::repeat_byte(3);
-            let alone = (
-                crate::receipts_root(&receipts, &SerialLeaves),
-                state_root(parent, &diff, &SerialLeaves),
-            );
-            // With none, one and every whole leaf of the receipts hashed ahead.
-            let whole_leaves = receipts.len() / ITEMS_PER_LEAF;
-            for hashed_ahead in [0, whole_leaves.min(1), whole_leaves] {
-                let mut ahead = ReceiptLeaves::default();
-                for _ in 0..hashed_ahead {
-                    assert!(ahead.hash_next(&receipts));
-                }
-                let hint = SlotsHint::of(&diff);
-                assert_eq!(hint == SlotsHint::NoneWritten, !with_slots);
-                for (threads, slots) in [1, 2, 3, 8]
-                    .into_iter()
-                    .flat_map(|threads| [(threads, SlotsHint::Unknown), (threads, hint)])
-                {
-                    let hasher = PartsSeen {
-                        threads,
-                        seen: Default::default(),
-                    };
-                    assert_eq!(
-                        receipts_and_state_roots(&receipts, &ahead, parent, &diff, slots, &hasher),
-                        alone,
-                        "{} receipts ({hashed_ahead} leaves ahead), {accounts_changed} accounts, \
-                         {threads} threads, {slots:?}",
-                        receipts.len()
-                    );
-                    // The leaves handed to the threads once, not once per root; then
-                    // the two tops, one each (with enough leaves for every thread).
-                    let seen = hasher.seen.lock().expect("not poisoned");
-                    if receipts.len() == 2_500 && with_slots && threads > 1 {
-                        assert_eq!(*seen, [threads, 2]);
-                    } else {
-                        assert!(seen.len() <= 2);
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn receipt_leaves_are_hashed_ahead_only_when_whole_and_only_from_their_own_list() {
-        let receipt = |i: u64| -> Receipt {
-            alloy_consensus::Receipt {
-                status: true.into(),
-                cumulative_gas_used: 21_000 * (i + 1),
-                logs: vec![],
-            }
-            .into()
-        };
-        let receipts: Vec<Receipt> = (0..2 * ITEMS_PER_LEAF as u64 - 1).map(receipt).collect();
-        let mut ahead = ReceiptLeaves::default();
-        assert!(!ahead.hash_next(&receipts[..ITEMS_PER_LEAF - 1]));
-        assert!(ahead.hash_next(&receipts[..ITEMS_PER_LEAF]));
-        // The second leaf lacks its last receipt, here and in the whole list.
-        assert!(!ahead.hash_next(&receipts));
-        let diff = StateDiff::default();
-        let root = |receipts: &[Receipt], ahead: &ReceiptLeaves| {
-            let slots = SlotsHint::NoneWritten;
-            receipts_and_state_roots(receipts, ahead, B256::ZERO, &diff, slots, &SerialLeaves).0
-        };
-        assert_eq!(
-            root(&receipts, &ahead),
-            crate::receipts_root(&receipts, &SerialLeaves)
-        );
-        // Leaves of a longer list than the one given are not used.
-        let short = &receipts[..ITEMS_PER_LEAF - 1];
-        assert_eq!(
-            root(short, &ahead),
-            crate::receipts_root(short, &SerialLeaves)
         );
     }
 }

@@ -9,7 +9,7 @@ use alloy_primitives::{Address, B256, Bloom, TxKind, U256};
 use alloy_rpc_types_eth::{Block, BlockTransactions, Log, Transaction, TransactionReceipt};
 use rayon::prelude::*;
 use stave_primitives::{Header, Receipt, SignedTx};
-use stave_storage::{KvStore, Table, commit};
+use stave_storage::{KvStore, read};
 
 use crate::error::RpcError;
 
@@ -26,8 +26,7 @@ pub struct StoredBlock {
 }
 
 fn body_bytes(store: &dyn KvStore, number: u64) -> Result<Vec<u8>, RpcError> {
-    Ok(store
-        .get(Table::Bodies, &number.to_be_bytes())
+    Ok(read::encoded_body(store, number)
         .map_err(RpcError::internal)?
         .unwrap_or_default())
 }
@@ -46,13 +45,13 @@ pub fn load_block(
     number: u64,
     senders: bool,
 ) -> Result<Option<StoredBlock>, RpcError> {
-    let Some(header) = commit::header(store, number).map_err(RpcError::internal)? else {
+    let Some(header) = read::header(store, number).map_err(RpcError::internal)? else {
         return Ok(None);
     };
     let body = body_bytes(store, number)?;
     let txs = stave_codec::decode_transactions(&body).map_err(RpcError::internal)?;
     let stored = if senders {
-        commit::senders(store, number)
+        read::senders(store, number)
             .map_err(RpcError::internal)?
             .filter(|stored| stored.len() == txs.len())
     } else {

@@ -11,8 +11,9 @@ use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, RwLock};
 use stave_primitives::{StateDiff, StateError};
 use stave_storage::{
-    KvStore, StorageError, Table,
+    KvStore, StorageError,
     commit::{self, TxPositions},
+    read,
 };
 use thread_local::ThreadLocal;
 
@@ -622,7 +623,7 @@ impl<'s> StateLayers<'s> {
             .find_map(|layer| layer.txs.find(hash).map(|index| (layer.number, index)));
         match in_layers {
             Some(found) => Ok(Some(found)),
-            None => commit::tx_location(self.store, hash),
+            None => read::tx_location(self.store, hash),
         }
     }
 
@@ -727,17 +728,11 @@ impl<'s> StateLayers<'s> {
 
     fn read_disk(&self, key: &StateKey) -> Result<StateValue, StorageError> {
         Ok(match key {
-            StateKey::Account(address) => {
-                StateValue::Account(commit::account(self.store, *address)?)
-            }
+            StateKey::Account(address) => StateValue::Account(read::account(self.store, *address)?),
             StateKey::Storage(address, slot) => {
-                StateValue::Storage(commit::storage(self.store, *address, *slot)?)
+                StateValue::Storage(read::storage(self.store, *address, *slot)?)
             }
-            StateKey::Code(hash) => StateValue::Code(
-                self.store
-                    .get(Table::Code, hash.as_slice())?
-                    .map(Bytes::from),
-            ),
+            StateKey::Code(hash) => StateValue::Code(read::code(self.store, *hash)?),
             StateKey::Wiped(_) => StateValue::Storage(U256::ZERO),
         })
     }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use alloy_primitives::{Address, B256, Bytes, U256};
 use stave_primitives::{AccountState, StateError, StateReader};
-use stave_storage::commit;
+use stave_storage::read;
 
 use crate::{
     bloom::KeyBloom,
@@ -171,7 +171,7 @@ impl StateReader for Snapshot<'_, '_> {
         if let Some(layer) = self.stack.iter().find(|layer| layer.number == number) {
             return Ok(layer.hash);
         }
-        Ok(commit::header(self.layers.store, number)
+        Ok(read::header(self.layers.store, number)
             .map_err(state_error)?
             .map_or(B256::ZERO, |header| header.hash_slow()))
     }

@@ -7,10 +7,7 @@ use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use proptest::prelude::*;
 use stave_primitives::{AccountDiff, AccountState, MemoryState, StateDiff, StateReader};
 use stave_state::{FLUSH_BATCH, KEPT_LAYERS, Snapshot, StateLayerError, StateLayers};
-use stave_storage::{
-    LmdbStore,
-    commit::{self, TxPositions},
-};
+use stave_storage::{LmdbStore, commit::TxPositions, read};
 
 /// A block's changes over a small key space, so blocks overwrite each other's keys.
 fn diff_strategy() -> impl Strategy<Value = StateDiff> {
@@ -112,14 +109,14 @@ proptest! {
         }
         let too_old = layers.with_state_at(flushed - 1, |_| ());
         prop_assert!(matches!(too_old, Err(StateLayerError::NotAvailable { .. })), "{:?}", too_old.err());
-        prop_assert_eq!(commit::flushed_height(&store).expect("reads"), Some(flushed));
+        prop_assert_eq!(read::flushed_height(&store).expect("reads"), Some(flushed));
         // Every block's transactions are found: the flushed ones' on disk, the others' in
         // their layers.
         for number in 1..=blocks as u64 {
             for index in 0..TXS_PER_BLOCK {
                 let hash = tx_hash(number, index);
                 prop_assert_eq!(layers.tx_location(hash).expect("reads"), Some((number, index)));
-                let on_disk = commit::tx_location(&store, hash).expect("reads");
+                let on_disk = read::tx_location(&store, hash).expect("reads");
                 prop_assert_eq!(on_disk.is_some(), number <= flushed, "block {}", number);
             }
         }
@@ -135,7 +132,7 @@ proptest! {
         let reopened = StateLayers::new(&store, blocks as u64, 64);
         assert_same(&reopened.latest(), &history[blocks], "disk after a full flush");
         prop_assert_eq!(
-            commit::tx_location(&store, tx_hash(blocks as u64, 1)).expect("reads"),
+            read::tx_location(&store, tx_hash(blocks as u64, 1)).expect("reads"),
             Some((blocks as u64, 1))
         );
     }

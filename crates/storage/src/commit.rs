@@ -6,42 +6,22 @@
 //! stored is a no-op, because consensus may deliver a finalized block again after a
 //! restart.
 //!
-//! Encodings (all integers big-endian):
-//! - `Headers`: number → header RLP; `BlockNumbers`: hash → number;
-//! - `Bodies`: number → the offset-indexed transaction list as received;
-//! - `Receipts`: number → RLP list of receipts without their blooms
-//!   ([`encode_stored_receipts`]: a bloom is a function of the logs, computed again on read);
-//! - `TxIndex`: tx hash → number ‖ index (u32), written with the state ([`TxPositions`]);
-//!   `Blooms`: number → logs bloom (256);
-//! - `Senders`: number → the 20-byte senders of its transactions, in block order;
-//! - `Accounts`: address → nonce (u64) ‖ balance (32) ‖ code hash (32);
-//! - `Storage`: address ‖ slot (32) → value (32), absent when zero;
-//! - `Code`: code hash → code; `Meta`: `head` → number ‖ hash, `flushed` → the number of
-//!   the block the stored state is at (≤ head: the state layers hold the rest in memory),
-//!   `format` → the [`DATA_FORMAT`] (u32) the data dir was created in, written with block 0;
-//! - `StateDiffs`: number → the state changes of a block after the flushed height
-//!   ([`encode_stored_diff`]), deleted when its state is flushed.
+//! The key of every value written is in `layout` (see docs/storage-layout.md); the
+//! values are read back through [`crate::read`].
 
-use alloy_primitives::{Address, B256, Bloom, U256};
-use alloy_rlp::Decodable;
+use alloy_primitives::{Address, B256};
 use rayon::prelude::*;
 use stave_primitives::{
-    AccountDiff, AccountState, Header, Receipt, SealedBlock, StateDiff, block_bloom,
-    decode_stored_diff, decode_stored_receipts, encode_stored_diff, encode_stored_receipts,
+    AccountDiff, Receipt, SealedBlock, StateDiff, block_bloom, encode_stored_diff,
+    encode_stored_receipts,
 };
 
 use crate::{
     error::StorageError,
     kv::{KvStore, Table, WriteBatch},
+    layout::{FLUSHED_KEY, FORMAT_KEY, HEAD_KEY, storage_key},
+    read::{head, header},
 };
-
-/// Key of the head in `Meta`.
-const HEAD_KEY: &[u8] = b"head";
-/// Key in `Meta` of the height the stored state is at (`Accounts`, `Storage`, `Code`).
-const FLUSHED_KEY: &[u8] = b"flushed";
-
-/// Key in `Meta` of the data format the data dir was created in.
-const FORMAT_KEY: &[u8] = b"format";
 
 /// The data format this build writes and reads. 2: the header's state root hashes a
 /// block's changes in leaves of units (an account, one slot it wrote, a code hash) rather
@@ -49,20 +29,8 @@ const FORMAT_KEY: &[u8] = b"format";
 /// longer verify. Data dirs created before formats were recorded are format 1.
 pub const DATA_FORMAT: u32 = 2;
 
-/// The data format `store` was created in: `None` for an empty store, 1 for a chain
-/// stored before formats were recorded.
-pub fn data_format(store: &dyn KvStore) -> Result<Option<u32>, StorageError> {
-    if head(store)?.is_none() {
-        return Ok(None);
-    }
-    let format = read(store, Table::Meta, FORMAT_KEY, |bytes| {
-        Some(u32::from_be_bytes(bytes.try_into().ok()?))
-    })?;
-    Ok(Some(format.unwrap_or(1)))
-}
-
-/// Items per rayon task when encoding: ~64 entries of ~1 µs each, so tasks outweigh
-/// scheduling without starving either core of a 2,500-tx block.
+/// Items per rayon task when encoding: enough that a task outweighs its scheduling, few
+/// enough that a block's entries spread over every core.
 const ITEMS_PER_TASK: usize = 64;
 
 /// Bytes of keys and values a task reserves per item: an account write (20 + 72), or a
@@ -102,137 +70,6 @@ pub enum Committed {
     New,
     /// The block was already stored; nothing was written.
     AlreadyStored,
-}
-
-/// Reads `key` from `table` and decodes it; a value that does not decode is `Corrupt`.
-fn read<T>(
-    store: &dyn KvStore,
-    table: Table,
-    key: &[u8],
-    decode: impl FnOnce(&[u8]) -> Option<T>,
-) -> Result<Option<T>, StorageError> {
-    store
-        .get(table, key)?
-        .map(|bytes| {
-            decode(&bytes).ok_or_else(|| StorageError::Corrupt {
-                table: table.name(),
-                reason: format!("a {}-byte value does not decode", bytes.len()),
-            })
-        })
-        .transpose()
-}
-
-/// Splits `bytes` into a fixed-size head and the rest.
-fn split<const N: usize>(bytes: &[u8]) -> Option<(&[u8; N], &[u8])> {
-    bytes.split_first_chunk::<N>()
-}
-
-/// The height of the stored state: blocks after it have their state changes only in the
-/// state layers (rebuilt by re-executing them after a restart). `None` for an empty store.
-pub fn flushed_height(store: &dyn KvStore) -> Result<Option<u64>, StorageError> {
-    read(store, Table::Meta, FLUSHED_KEY, |bytes| {
-        Some(u64::from_be_bytes(bytes.try_into().ok()?))
-    })
-}
-
-/// The stored head: number and hash of the last committed block.
-pub fn head(store: &dyn KvStore) -> Result<Option<(u64, B256)>, StorageError> {
-    read(store, Table::Meta, HEAD_KEY, |bytes| {
-        let (number, hash) = split::<8>(bytes)?;
-        Some((u64::from_be_bytes(*number), B256::try_from(hash).ok()?))
-    })
-}
-
-/// The header stored at `number`.
-pub fn header(store: &dyn KvStore, number: u64) -> Result<Option<Header>, StorageError> {
-    read(store, Table::Headers, &number.to_be_bytes(), |mut bytes| {
-        Header::decode(&mut bytes).ok()
-    })
-}
-
-/// The number of the stored block with this hash.
-pub fn block_number(store: &dyn KvStore, hash: B256) -> Result<Option<u64>, StorageError> {
-    read(store, Table::BlockNumbers, hash.as_slice(), |bytes| {
-        Some(u64::from_be_bytes(bytes.try_into().ok()?))
-    })
-}
-
-/// Where a stored transaction is: block number and index. Only blocks up to the flushed
-/// height are indexed here; the state layers hold the positions of the later ones.
-pub fn tx_location(store: &dyn KvStore, hash: B256) -> Result<Option<(u64, u32)>, StorageError> {
-    read(store, Table::TxIndex, hash.as_slice(), |bytes| {
-        let (number, index) = split::<8>(bytes)?;
-        Some((
-            u64::from_be_bytes(*number),
-            u32::from_be_bytes(index.try_into().ok()?),
-        ))
-    })
-}
-
-/// The receipts stored for block `number`.
-pub fn receipts(store: &dyn KvStore, number: u64) -> Result<Option<Vec<Receipt>>, StorageError> {
-    read(store, Table::Receipts, &number.to_be_bytes(), |bytes| {
-        decode_stored_receipts(bytes).ok()
-    })
-}
-
-/// The senders of block `number`'s transactions, in block order, as recovered when it was
-/// imported.
-pub fn senders(store: &dyn KvStore, number: u64) -> Result<Option<Vec<Address>>, StorageError> {
-    read(store, Table::Senders, &number.to_be_bytes(), |bytes| {
-        let (senders, rest) = bytes.as_chunks::<20>();
-        rest.is_empty()
-            .then(|| senders.iter().copied().map(Address::from).collect())
-    })
-}
-
-/// The state changes journaled for block `number`, if its state is not flushed yet.
-pub fn stored_diff(store: &dyn KvStore, number: u64) -> Result<Option<StateDiff>, StorageError> {
-    read(store, Table::StateDiffs, &number.to_be_bytes(), |bytes| {
-        decode_stored_diff(bytes).ok()
-    })
-}
-
-/// The logs bloom of block `number`: every address and topic its logs carry.
-pub fn logs_bloom(store: &dyn KvStore, number: u64) -> Result<Option<Bloom>, StorageError> {
-    read(store, Table::Blooms, &number.to_be_bytes(), |bytes| {
-        (bytes.len() == 256).then(|| Bloom::from_slice(bytes))
-    })
-}
-
-/// The stored account at `address`.
-pub fn account(
-    store: &dyn KvStore,
-    address: Address,
-) -> Result<Option<AccountState>, StorageError> {
-    read(store, Table::Accounts, address.as_slice(), |bytes| {
-        let (nonce, rest) = split::<8>(bytes)?;
-        let (balance, code_hash) = split::<32>(rest)?;
-        Some(AccountState {
-            nonce: u64::from_be_bytes(*nonce),
-            balance: U256::from_be_bytes(*balance),
-            code_hash: B256::try_from(code_hash).ok()?,
-        })
-    })
-}
-
-/// The stored value of storage `slot` of `address` (zero when absent).
-pub fn storage(store: &dyn KvStore, address: Address, slot: U256) -> Result<U256, StorageError> {
-    let value = read(
-        store,
-        Table::Storage,
-        &storage_key(address, slot),
-        |bytes| (bytes.len() == 32).then(|| U256::from_be_slice(bytes)),
-    )?;
-    Ok(value.unwrap_or_default())
-}
-
-/// A `Storage` key: address ‖ slot.
-fn storage_key(address: Address, slot: U256) -> [u8; 52] {
-    let mut key = [0; 52];
-    key[..20].copy_from_slice(address.as_slice());
-    key[20..].copy_from_slice(&slot.to_be_bytes::<32>());
-    key
 }
 
 /// Runs `encode` over `items` into one batch, on all cores when `parallel`: each task

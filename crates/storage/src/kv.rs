@@ -3,7 +3,9 @@
 use crate::error::StorageError;
 
 /// The tables of a Stave data dir. Keys and values are bytes; their encodings belong to
-/// the commit stage.
+/// this crate alone (written by [`crate::commit`], read by [`crate::read`]; see
+/// docs/storage-layout.md). Outside it only tests name a table, to damage a store on
+/// purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Table {
     /// Block number (u64 big-endian) → header RLP.
@@ -28,7 +30,7 @@ pub enum Table {
     Storage,
     /// Code hash → code.
     Code,
-    /// Named values: head, flushed state height.
+    /// Named values: head, flushed state height, data format.
     Meta,
     /// Block number → the block's state changes, for the blocks after the flushed height:
     /// a restart rebuilds their state layers from these instead of executing them again.

@@ -1,6 +1,10 @@
 //! Stave's storage: a key-value interface ([`KvStore`]) with its tables ([`Table`]) and the
 //! embedded default backend on LMDB ([`LmdbStore`]).
 //!
+//! [`read`] reads every stored value back by what it is (headers, bodies, receipts,
+//! senders and blooms by block number, a block's number by hash, the stored state); no
+//! other crate names a table or a key.
+//!
 //! [`commit::commit_block`] is the commit stage: a block, its receipts and its state diff
 //! encoded in parallel into one batch. Every write is a [`WriteBatch`] applied in one
 //! transaction: a reader, or a node
@@ -22,7 +26,9 @@
 pub mod commit;
 mod error;
 mod kv;
+mod layout;
 mod lmdb;
+pub mod read;
 
 pub use error::StorageError;
 pub use kv::{KvStore, Op, Table, WriteBatch};

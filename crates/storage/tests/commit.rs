@@ -10,9 +10,12 @@ use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
 use stave_storage::{
     KvStore, LmdbStore, StorageError,
     commit::{
-        BlockState, BlockToCommit, Committed, TxPositions, account, block_number, commit_block,
-        commit_block_with, encode_block_batch, encode_receipts, flush_state, flushed_height, head,
-        header, logs_bloom, receipts, senders, storage, stored_diff, tx_location,
+        BlockState, BlockToCommit, Committed, TxPositions, commit_block, commit_block_with,
+        encode_block_batch, encode_receipts, flush_state,
+    },
+    read::{
+        account, block_number, flushed_height, head, header, logs_bloom, receipts, senders,
+        storage, stored_diff, tx_location,
     },
 };
 

@@ -168,10 +168,10 @@ impl BlockSource for StoredBlocks {
     }
 
     fn senders(&self, number: u64) -> Option<BlockSenders> {
-        let hash = stave_storage::commit::header(self.0, number)
+        let hash = stave_storage::read::header(self.0, number)
             .ok()??
             .hash_slow();
-        let senders = stave_storage::commit::senders(self.0, number).ok()??;
+        let senders = stave_storage::read::senders(self.0, number).ok()??;
         Some(BlockSenders { hash, senders })
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use alloy_primitives::B256;
 use stave_primitives::{Receipt, RecoveredTx, SealedBlock};
-use stave_storage::commit::{Committed, header};
+use stave_storage::{commit::Committed, read::header};
 
 use super::{
     Chain,

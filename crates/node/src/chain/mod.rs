@@ -51,8 +51,8 @@ use stave_primitives::{
 };
 use stave_state::StateLayers;
 use stave_storage::{
-    KvStore, Table,
-    commit::{head, header},
+    KvStore,
+    read::{encoded_body, head, header},
 };
 use stave_verify::{SenderCache, Verifier};
 
@@ -118,9 +118,7 @@ pub fn encoded_block(store: &dyn KvStore, number: u64) -> Result<Option<Vec<u8>>
     let Some(header) = header(store, number)? else {
         return Ok(None);
     };
-    let body = store
-        .get(Table::Bodies, &number.to_be_bytes())?
-        .unwrap_or_default();
+    let body = encoded_body(store, number)?.unwrap_or_default();
     Ok(Some(encode_block_parts(&header, &body)))
 }
 

@@ -13,11 +13,9 @@ use stave_primitives::{
 };
 use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, StateLayers};
 use stave_storage::{
-    KvStore, StorageError, Table,
-    commit::{
-        BlockState, BlockToCommit, DATA_FORMAT, TxPositions, commit_block, data_format,
-        flushed_height, head, header, senders, stored_diff,
-    },
+    KvStore, StorageError,
+    commit::{BlockState, BlockToCommit, DATA_FORMAT, TxPositions, commit_block},
+    read::{data_format, encoded_body, flushed_height, head, header, senders, stored_diff},
 };
 use stave_verify::{SenderCache, Verifier};
 
@@ -63,9 +61,7 @@ impl JournaledBlock {
             );
             return Ok(None);
         }
-        let body = store
-            .get(Table::Bodies, &number.to_be_bytes())?
-            .unwrap_or_default();
+        let body = encoded_body(store, number)?.unwrap_or_default();
         let txs = IndexedList::parse(&body)?;
         Ok(Some(Self {
             hash: header.hash_slow(),

@@ -9,7 +9,7 @@
 use alloy_primitives::Address;
 use stave_codec::split_block;
 use stave_primitives::{RecoveredTx, SealedBlock};
-use stave_storage::commit::header;
+use stave_storage::read::header;
 use stave_verify::{VerifyError, verify_serial};
 
 use super::{

@@ -1,0 +1,308 @@
+//! The engine's side: [`StaveApp`], the handle marshal drives (its [`Application`] and
+//! finalized-block [`Reporter`]), forwarding each call as a [`Request`] to the chain actor
+//! and tracking how far marshal's finalized tip runs ahead.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+        mpsc,
+    },
+    time::Duration,
+};
+
+use commonware_actor::Feedback;
+use commonware_consensus::{
+    Application, Heightable, Reporter,
+    marshal::{Update, ancestry::Ancestry},
+    simplex::{scheme::ed25519::Scheme, types::Context},
+};
+use commonware_cryptography::{Digested, Digestible, ed25519::PublicKey, sha256::Digest};
+use commonware_runtime::Clock;
+use futures::{StreamExt, channel::oneshot};
+use stave_node::unix_seconds;
+use stave_txpool::TxPool;
+use tokio::sync::watch;
+
+use super::{CatchingUp, Request};
+use crate::block::{ConsensusBlock, hash_of};
+
+/// The engine's handle on the chain: marshal's application and finalized-block reporter.
+#[derive(Clone)]
+pub struct StaveApp {
+    /// Where the engine's requests go: to the chain actor.
+    pub(super) requests: mpsc::Sender<Request>,
+    /// The chain actor's head, as it publishes it.
+    pub(super) head: Arc<AtomicU64>,
+    /// The txpool a leader waits on before proposing.
+    pub(super) pool: Arc<TxPool>,
+    /// How long a leader with an empty pool waits for transactions.
+    pub(super) idle_wait: Duration,
+    /// The highest finalized height marshal has reported.
+    pub(super) tip: Arc<AtomicU64>,
+    /// Set while marshal's tip runs far ahead (see [`StaveApp::with_catching_up`]).
+    pub(super) catching_up: Option<Arc<CatchingUp>>,
+    /// Finalized tips the chain actor committed (see [`StaveApp::committed_tips`]).
+    pub(super) committed_tips: watch::Receiver<u64>,
+}
+
+/// How far the finalized tip may run ahead of the blocks marshal has delivered before a
+/// node counts as catching up.
+pub const CATCHING_UP_BLOCKS: u64 = 4;
+
+/// How often a leader with an empty pool looks again before proposing.
+const POOL_POLL: Duration = Duration::from_millis(10);
+impl StaveApp {
+    /// Keeps its half of `flag` set while the finalized tip marshal reports is more than
+    /// [`CATCHING_UP_BLOCKS`] above the blocks it has delivered: the node is catching up,
+    /// and may ignore transaction gossip meanwhile (those transactions are most likely in
+    /// the blocks it lacks, and admitting them would recover their signatures for
+    /// nothing), as go-ethereum's pool does while it syncs. When the flag goes up, the
+    /// chain actor is asked to catch up from the other validators
+    /// ([`ChainActor::with_catch_up`]) rather than wait for marshal's backfill.
+    pub fn with_catching_up(mut self, flag: Arc<CatchingUp>) -> Self {
+        self.catching_up = Some(flag);
+        self
+    }
+
+    /// Publishes whether `delivered` (the height of the newest delivered block), or the
+    /// head if the chain actor imported further on its own, is far below the finalized
+    /// tip, and asks the chain actor to catch up when it falls behind.
+    fn publish_catching_up(&self, delivered: u64) {
+        if let Some(flag) = &self.catching_up {
+            let done = delivered.max(self.head.load(Ordering::Acquire));
+            let behind = self.tip.load(Ordering::Acquire) > done + CATCHING_UP_BLOCKS;
+            if behind && !flag.tip_ahead.swap(behind, Ordering::AcqRel) {
+                // An actor that already ended has nothing to catch up.
+                let _ = self.requests.send(Request::CatchUp);
+            } else {
+                flag.tip_ahead.store(behind, Ordering::Release);
+            }
+        }
+    }
+
+    /// The newest finalized tip marshal reported that the chain actor committed before
+    /// marshal delivered it (see [`Request::FinalizedTip`]); marshal holds its
+    /// finalization. [`crate::ValidatorConfig::committed_tips`] moves marshal's floor up to
+    /// it when marshal is far below it.
+    pub fn committed_tips(&self) -> watch::Receiver<u64> {
+        self.committed_tips.clone()
+    }
+
+    /// The chain actor's proposal on top of `ancestors` (the unfinalized blocks above the
+    /// head, oldest first), stamped now; `None` if the actor is gone or proposed nothing.
+    pub(super) async fn proposal_on(
+        &self,
+        ancestors: Vec<ConsensusBlock>,
+    ) -> Option<ConsensusBlock> {
+        let (reply, block) = oneshot::channel();
+        self.requests
+            .send(Request::Propose {
+                ancestors,
+                timestamp: unix_seconds(),
+                reply,
+            })
+            .ok()?;
+        block.await.ok()?
+    }
+
+    /// Asks the chain actor to stop once the request it is answering is done: it writes
+    /// the state layers to disk and [`ChainActor::run`] returns. For a node shutting down.
+    pub fn stop_chain(&self) {
+        // An actor that already ended has nothing left to write.
+        let _ = self.requests.send(Request::Stop);
+    }
+
+    /// Blocks from `ancestry` (newest first) down to the first one at or below the head,
+    /// oldest first.
+    async fn unfinalized(
+        &self,
+        mut ancestry: impl Ancestry<ConsensusBlock>,
+    ) -> Vec<ConsensusBlock> {
+        let head = self.head.load(Ordering::Acquire);
+        let mut blocks = Vec::new();
+        while let Some(block) = ancestry.next().await {
+            if block.height().get() <= head {
+                break;
+            }
+            blocks.push(block.inner().clone());
+        }
+        blocks.reverse();
+        blocks
+    }
+}
+
+impl<E: Clock + Send + 'static> Application<E> for StaveApp {
+    type SigningScheme = Scheme;
+    type Context = Context<Digest, PublicKey>;
+    type Block = ConsensusBlock;
+    type Input = ();
+
+    async fn propose(
+        &mut self,
+        (clock, _): (E, Self::Context),
+        ancestry: impl Ancestry<Self::Block>,
+        _input: (),
+    ) -> Option<Digested<Self::Block>> {
+        // An idle chain makes an empty block only every `idle_wait`.
+        let deadline = clock.current() + self.idle_wait;
+        while self.pool.status().pending == 0 && clock.current() < deadline {
+            clock.sleep(POOL_POLL).await;
+        }
+        let ancestors = self.unfinalized(ancestry).await;
+        let block = self.proposal_on(ancestors).await?;
+        let digest = block.digest();
+        Some(Digested::precomputed(block, digest))
+    }
+
+    async fn verify(
+        &mut self,
+        _context: (E, Self::Context),
+        ancestry: impl Ancestry<Self::Block>,
+    ) -> bool {
+        let mut chain = self.unfinalized(ancestry).await;
+        let Some(block) = chain.pop() else {
+            // At or below the head: already final, nothing to vote for.
+            return false;
+        };
+        let (reply, valid) = oneshot::channel();
+        if self
+            .requests
+            .send(Request::Verify {
+                block,
+                ancestors: chain,
+                reply,
+            })
+            .is_err()
+        {
+            return false;
+        }
+        valid.await.unwrap_or(false)
+    }
+}
+
+impl Reporter for StaveApp {
+    type Activity = Update<ConsensusBlock>;
+
+    fn report(&mut self, activity: Self::Activity) -> Feedback {
+        match activity {
+            Update::Tip(_, height, digest) => {
+                self.tip.fetch_max(height.get(), Ordering::AcqRel);
+                self.publish_catching_up(self.head.load(Ordering::Acquire));
+                let hash = hash_of(&digest);
+                match self.requests.send(Request::FinalizedTip { hash }) {
+                    Ok(()) => Feedback::Ok,
+                    Err(_) => Feedback::Closed,
+                }
+            }
+            Update::Block(block, ack) => {
+                let block = block.inner().clone();
+                self.publish_catching_up(block.number());
+                match self.requests.send(Request::Finalized { block, ack }) {
+                    Ok(()) => Feedback::Ok,
+                    Err(_) => Feedback::Closed,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use commonware_consensus::types::{Epoch, Height, Round, View};
+    use commonware_utils::{Acknowledgement, acknowledgement::Exact};
+    use stave_primitives::{Block, Header};
+
+    use super::*;
+
+    fn app(head: u64) -> (StaveApp, Arc<CatchingUp>, mpsc::Receiver<Request>) {
+        let (requests, received) = mpsc::channel();
+        let cache = Arc::new(stave_verify::SenderCache::new(16));
+        let pool = TxPool::new(stave_txpool::PoolConfig::new(1, 30_000_000), cache);
+        let flag = Arc::new(CatchingUp::default());
+        let app = StaveApp {
+            requests,
+            head: Arc::new(AtomicU64::new(head)),
+            pool: Arc::new(pool),
+            idle_wait: Duration::ZERO,
+            tip: Arc::new(AtomicU64::new(head)),
+            catching_up: None,
+            committed_tips: watch::channel(head).1,
+        }
+        .with_catching_up(flag.clone());
+        (app, flag, received)
+    }
+
+    fn tip(height: u64) -> Update<ConsensusBlock> {
+        let round = Round::new(Epoch::zero(), View::new(height));
+        Update::Tip(round, Height::new(height), Digest([0; 32]))
+    }
+
+    fn block(number: u64) -> Update<ConsensusBlock> {
+        let header = Header {
+            number,
+            ..Header::default()
+        };
+        let sealed = Block {
+            header,
+            transactions: Vec::new(),
+        }
+        .seal();
+        let block = ConsensusBlock::new(&sealed, Vec::new());
+        let digest = block.digest();
+        Update::Block(Digested::precomputed(block, digest), Exact::handle().0)
+    }
+
+    #[test]
+    fn a_node_far_below_the_finalized_tip_catches_up_until_its_blocks_arrive() {
+        let (mut app, flag, requests) = app(10);
+        let catching_up = || flag.get();
+        // The chain actor is asked to catch up each time the node falls behind, once.
+        let catch_ups = || {
+            requests
+                .try_iter()
+                .filter(|request| matches!(request, Request::CatchUp))
+                .count()
+        };
+        app.report(tip(10 + CATCHING_UP_BLOCKS));
+        assert!(!catching_up(), "a few blocks behind is not catching up");
+        assert_eq!(catch_ups(), 0);
+        app.report(tip(11 + CATCHING_UP_BLOCKS));
+        assert!(catching_up());
+        // A tip reported out of order does not lower the tip.
+        app.report(tip(12));
+        assert!(catching_up());
+        assert_eq!(catch_ups(), 1);
+        // Blocks delivered: once within reach of the tip, the node has caught up.
+        app.report(block(10));
+        assert!(catching_up());
+        app.report(block(11));
+        assert!(!catching_up());
+        assert_eq!(catch_ups(), 0);
+        app.report(tip(20 + CATCHING_UP_BLOCKS));
+        assert!(catching_up());
+        assert_eq!(catch_ups(), 1);
+        // The chain actor imported up to the tip on its own: marshal's deliveries of those
+        // blocks, far below the tip, do not count as falling behind again.
+        app.head.store(20 + CATCHING_UP_BLOCKS, Ordering::Release);
+        app.report(block(12));
+        assert!(!catching_up());
+        app.report(block(13));
+        app.report(tip(21 + CATCHING_UP_BLOCKS));
+        assert!(!catching_up());
+        assert_eq!(catch_ups(), 0);
+    }
+
+    #[test]
+    fn marshal_clearing_its_half_leaves_the_chain_actors_catching_up_set() {
+        let (mut app, flag, _requests) = app(10);
+        flag.importing.store(true, Ordering::Release);
+        // Marshal sees the node within reach of the tip while the actor still imports.
+        app.report(block(11));
+        assert!(flag.get());
+        flag.importing.store(false, Ordering::Release);
+        assert!(!flag.get());
+        app.report(tip(12 + CATCHING_UP_BLOCKS));
+        assert!(flag.get(), "either half is enough");
+    }
+}

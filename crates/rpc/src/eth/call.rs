@@ -1,0 +1,166 @@
+//! Calls without a transaction: `eth_call` and `eth_estimateGas`, run on a blocking
+//! thread within the configured gas cap and EVM timeout.
+
+use std::time::{Duration, Instant};
+
+use alloy_eips::BlockId;
+use alloy_primitives::{Bytes, TxKind, U64};
+use alloy_rpc_types_eth::TransactionRequest;
+use jsonrpsee::{
+    core::{RpcResult, async_trait},
+    proc_macros::rpc,
+};
+use stave_exec::{BlockEnv, CallOutcome, CallRequest};
+
+use crate::{
+    error::{RpcError, revert_reason},
+    rpc::{Outcome, Rpc},
+};
+
+/// How much longer than the EVM timeout a call's answer is awaited (see `Rpc::evm`).
+const EVM_GRACE: Duration = Duration::from_secs(1);
+
+/// `eth_*` methods that run the EVM on a block's state without a transaction.
+#[rpc(server)]
+pub trait EthCallApi {
+    /// Runs a call without a transaction.
+    #[method(name = "eth_call")]
+    async fn call(&self, request: TransactionRequest, block: Option<BlockId>) -> RpcResult<Bytes>;
+    /// The gas a transaction needs.
+    #[method(name = "eth_estimateGas")]
+    async fn estimate_gas(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockId>,
+    ) -> RpcResult<U64>;
+}
+
+impl Rpc {
+    /// Runs `work` on a blocking thread; the EVM stops at the deadline it is given (the
+    /// EVM timeout from now). The answer is awaited a little longer than that, so a call
+    /// stuck outside the EVM (a slow disk) is not waited on forever.
+    async fn evm<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(Rpc, Instant) -> Outcome<T> + Send + 'static,
+    ) -> Outcome<T> {
+        let rpc = self.clone();
+        let timeout = self.ctx.config.evm_timeout;
+        let deadline = Instant::now() + timeout;
+        let task = tokio::task::spawn_blocking(move || work(rpc, deadline));
+        match tokio::time::timeout(timeout + EVM_GRACE, task).await {
+            Ok(joined) => joined.map_err(RpcError::internal)?,
+            Err(_) => Err(self.timed_out()),
+        }
+    }
+
+    /// The error of a call stopped at the EVM timeout, in go-ethereum's words.
+    fn timed_out(&self) -> RpcError {
+        RpcError::Internal(format!(
+            "execution aborted (timeout = {}s)",
+            self.ctx.config.evm_timeout.as_secs_f64()
+        ))
+    }
+
+    fn call_request(&self, request: &TransactionRequest, gas: Option<u64>) -> CallRequest {
+        let cap = self.ctx.config.gas_cap;
+        CallRequest {
+            from: request.from.unwrap_or_default(),
+            to: match request.to {
+                Some(TxKind::Call(to)) => Some(to),
+                _ => None,
+            },
+            gas: gas.or(request.gas).unwrap_or(cap).min(cap),
+            // Calls are free: a caller need not hold ETH for gas to read or estimate.
+            gas_price: 0,
+            value: request.value.unwrap_or_default(),
+            input: request.input.input().cloned().unwrap_or_default(),
+        }
+    }
+
+    fn run_call(
+        &self,
+        request: &CallRequest,
+        number: u64,
+        deadline: Instant,
+    ) -> Outcome<CallOutcome> {
+        let chain_id = self.ctx.view.spec().chain_id();
+        let outcome = self
+            .ctx
+            .view
+            .with_state(Some(number), |state, header| {
+                stave_exec::call_until(state, BlockEnv::new(chain_id, header), request, deadline)
+            })?
+            .map_err(RpcError::internal)?;
+        match outcome {
+            CallOutcome::TimedOut => Err(self.timed_out()),
+            outcome => Ok(outcome),
+        }
+    }
+}
+
+fn failed(outcome: CallOutcome) -> RpcError {
+    match outcome {
+        CallOutcome::Revert { output, .. } => RpcError::Reverted {
+            reason: revert_reason(&output),
+            data: output,
+        },
+        CallOutcome::Halt { reason, .. } => {
+            RpcError::Internal(format!("execution failed: {reason}"))
+        }
+        CallOutcome::Invalid(reason) => RpcError::Internal(reason),
+        CallOutcome::Success { .. } | CallOutcome::TimedOut => {
+            RpcError::Internal(format!("unexpected outcome {outcome:?}"))
+        }
+    }
+}
+
+#[async_trait]
+impl EthCallApiServer for Rpc {
+    async fn call(&self, request: TransactionRequest, block: Option<BlockId>) -> RpcResult<Bytes> {
+        let number = self.number_of(block)?;
+        Ok(self
+            .evm(move |rpc, deadline| {
+                let call = rpc.call_request(&request, None);
+                match rpc.run_call(&call, number, deadline)? {
+                    CallOutcome::Success { output, .. } => Ok(output),
+                    other => Err(failed(other)),
+                }
+            })
+            .await?)
+    }
+
+    async fn estimate_gas(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockId>,
+    ) -> RpcResult<U64> {
+        let number = self.number_of(block)?;
+        Ok(self
+            .evm(move |rpc, deadline| {
+                let mut call = rpc.call_request(&request, None);
+                let cap = call.gas;
+                let used = match rpc.run_call(&call, number, deadline)? {
+                    CallOutcome::Success { gas_used, .. } => gas_used,
+                    CallOutcome::Halt { .. } => {
+                        return Err(RpcError::Internal(format!(
+                            "gas required exceeds allowance ({cap})"
+                        )));
+                    }
+                    other => return Err(failed(other)),
+                };
+                // Refunds and the 63/64 rule make the limit a call needs exceed what it
+                // uses: search between the two.
+                let (mut low, mut high) = (used.saturating_sub(1), cap);
+                while low + 1 < high {
+                    let mid = low + (high - low) / 2;
+                    call.gas = mid;
+                    match rpc.run_call(&call, number, deadline)? {
+                        CallOutcome::Success { .. } => high = mid,
+                        _ => low = mid,
+                    }
+                }
+                Ok(U64::from(high))
+            })
+            .await?)
+    }
+}

@@ -1,0 +1,100 @@
+//! Fees: the gas price and priority fee to suggest, and the fee history of recent blocks.
+
+use alloy_consensus::Transaction as _;
+use alloy_eips::BlockNumberOrTag;
+use alloy_primitives::{U64, U256};
+use alloy_rpc_types_eth::FeeHistory;
+use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use stave_node::ViewError;
+use stave_storage::read;
+
+use crate::{convert::load_body, error::RpcError, rpc::Rpc};
+
+/// `eth_*` methods about fees.
+#[rpc(server)]
+pub trait EthFeesApi {
+    /// A legacy gas price: base fee plus the suggested tip.
+    #[method(name = "eth_gasPrice")]
+    fn gas_price(&self) -> RpcResult<U256>;
+    /// The suggested priority fee.
+    #[method(name = "eth_maxPriorityFeePerGas")]
+    fn max_priority_fee(&self) -> RpcResult<U256>;
+    /// Base fees, gas used ratios and tip percentiles of recent blocks.
+    #[method(name = "eth_feeHistory")]
+    fn fee_history(
+        &self,
+        block_count: U64,
+        newest: BlockNumberOrTag,
+        reward_percentiles: Option<Vec<f64>>,
+    ) -> RpcResult<FeeHistory>;
+}
+
+impl EthFeesApiServer for Rpc {
+    fn gas_price(&self) -> RpcResult<U256> {
+        let base_fee = self.ctx.view.spec().base_fee();
+        Ok(U256::from(
+            u128::from(base_fee) + self.ctx.config.suggested_tip,
+        ))
+    }
+
+    fn max_priority_fee(&self) -> RpcResult<U256> {
+        Ok(U256::from(self.ctx.config.suggested_tip))
+    }
+
+    fn fee_history(
+        &self,
+        block_count: U64,
+        newest: BlockNumberOrTag,
+        reward_percentiles: Option<Vec<f64>>,
+    ) -> RpcResult<FeeHistory> {
+        const MAX_BLOCKS: u64 = 1_024;
+        let newest = self.tag_number(newest)?.min(self.head()?);
+        let count = block_count.to::<u64>().clamp(1, MAX_BLOCKS).min(newest + 1);
+        let oldest = newest + 1 - count;
+        let store = self.ctx.view.store();
+        let mut history = FeeHistory {
+            oldest_block: oldest,
+            ..FeeHistory::default()
+        };
+        let mut rewards = Vec::new();
+        let mut next_base_fee = 0;
+        for number in oldest..=newest {
+            let header = read::header(store, number)
+                .map_err(RpcError::internal)?
+                .ok_or(RpcError::View(ViewError::UnknownBlock(number)))?;
+            history
+                .base_fee_per_gas
+                .push(u128::from(header.base_fee_per_gas));
+            history
+                .gas_used_ratio
+                .push(header.gas_used as f64 / header.gas_limit.max(1) as f64);
+            next_base_fee = header.base_fee_per_gas;
+            if let Some(percentiles) = &reward_percentiles {
+                let mut tips: Vec<u128> = load_body(store, number)?
+                    .iter()
+                    .map(|tx| {
+                        tx.envelope()
+                            .effective_tip_per_gas(header.base_fee_per_gas)
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                tips.sort_unstable();
+                rewards.push(
+                    percentiles
+                        .iter()
+                        .map(|p| {
+                            let at = ((p / 100.0) * tips.len() as f64) as usize;
+                            tips.get(at.min(tips.len().saturating_sub(1)))
+                                .copied()
+                                .unwrap_or(0)
+                        })
+                        .collect(),
+                );
+            }
+        }
+        // The base fee is fixed by the genesis: the next block's is the newest one's.
+        history.base_fee_per_gas.push(u128::from(next_base_fee));
+        history.reward = reward_percentiles.map(|_| rewards);
+        Ok(history)
+    }
+}

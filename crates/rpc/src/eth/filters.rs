@@ -1,0 +1,213 @@
+//! Logs and installed filters: `eth_getLogs`, served from the per-block bloom index within
+//! the configured limits, and the filters clients that poll install and read
+//! ([`installed`]).
+
+mod installed;
+
+use alloy_primitives::U256;
+use alloy_rpc_types_eth::{Filter, FilterBlockOption, FilterChanges, Log};
+use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use stave_storage::read;
+
+pub(crate) use installed::{FilterKind, Filters};
+
+use crate::{
+    convert::{load_block, rpc_logs},
+    error::RpcError,
+    rpc::{Outcome, Rpc},
+};
+
+/// `eth_*` methods that find logs, at once or by installed filters.
+#[rpc(server)]
+pub trait EthFiltersApi {
+    /// Logs matching a filter, from the bloom index.
+    #[method(name = "eth_getLogs")]
+    fn logs(&self, filter: Filter) -> RpcResult<Vec<Log>>;
+    /// Installs a log filter for `eth_getFilterChanges`: logs of blocks from the next on.
+    #[method(name = "eth_newFilter")]
+    fn new_filter(&self, filter: Filter) -> RpcResult<U256>;
+    /// Installs a filter for `eth_getFilterChanges`: hashes of blocks from the next on.
+    #[method(name = "eth_newBlockFilter")]
+    fn new_block_filter(&self) -> RpcResult<U256>;
+    /// Installs a filter for `eth_getFilterChanges`: hashes of transactions the pool admits
+    /// from now on.
+    #[method(name = "eth_newPendingTransactionFilter")]
+    fn new_pending_transaction_filter(&self) -> RpcResult<U256>;
+    /// What an installed filter matched since its last poll.
+    #[method(name = "eth_getFilterChanges")]
+    fn filter_changes(&self, id: U256) -> RpcResult<FilterChanges>;
+    /// Every log an installed log filter matches, as `eth_getLogs` with its filter.
+    #[method(name = "eth_getFilterLogs")]
+    fn filter_logs(&self, id: U256) -> RpcResult<Vec<Log>>;
+    /// Removes an installed filter; false if there was none.
+    #[method(name = "eth_uninstallFilter")]
+    fn uninstall_filter(&self, id: U256) -> RpcResult<bool>;
+}
+
+impl Rpc {
+    /// The blocks a log filter covers, its `latest` (or a number past the head) at the head.
+    fn log_range(&self, filter: &Filter) -> Outcome<(u64, u64)> {
+        Ok(match filter.block_option {
+            FilterBlockOption::AtBlockHash(hash) => {
+                let number = self
+                    .number_by_hash(hash)?
+                    .ok_or_else(|| RpcError::InvalidParams(format!("block {hash} not found")))?;
+                (number, number)
+            }
+            FilterBlockOption::Range {
+                from_block,
+                to_block,
+            } => {
+                let head = self.head()?;
+                let from = self.tag_number(from_block.unwrap_or_default())?;
+                let to = self.tag_number(to_block.unwrap_or_default())?.min(head);
+                (from, to)
+            }
+        })
+    }
+
+    /// What a block filter (`filter` `None`) or a log filter reports from block `next` on,
+    /// and the block its next poll starts at. At most as many blocks per poll as one
+    /// eth_getLogs scans; the next poll goes on.
+    fn chain_changes(&self, filter: Option<&Filter>, next: u64) -> Outcome<(FilterChanges, u64)> {
+        let to = self
+            .head()?
+            .min(next.saturating_add(self.ctx.config.max_log_blocks - 1));
+        if next > to {
+            return Ok((FilterChanges::Empty, next));
+        }
+        let changes = match filter {
+            None => {
+                let store = self.ctx.view.store();
+                let hashes = (next..=to)
+                    .map(|number| {
+                        read::header(store, number)
+                            .map_err(RpcError::internal)?
+                            .map(|header| header.hash_slow())
+                            .ok_or_else(|| RpcError::Internal(format!("block {number} missing")))
+                    })
+                    .collect::<Outcome<Vec<_>>>()?;
+                FilterChanges::Hashes(hashes)
+            }
+            Some(filter) => {
+                // As in go-ethereum, a tag (`latest`, the default) bounds nothing here: the
+                // filter reports every block since its last poll; block numbers bound it.
+                let (from, last) = match filter.block_option {
+                    FilterBlockOption::AtBlockHash(_) => self.log_range(filter)?,
+                    FilterBlockOption::Range {
+                        from_block,
+                        to_block,
+                    } => (
+                        from_block.and_then(|tag| tag.as_number()).unwrap_or(0),
+                        to_block.and_then(|tag| tag.as_number()).unwrap_or(u64::MAX),
+                    ),
+                };
+                let (from, last) = (from.max(next), last.min(to));
+                let logs = if from > last {
+                    Vec::new()
+                } else {
+                    self.logs_between(filter, from, last)?
+                };
+                FilterChanges::Logs(logs)
+            }
+        };
+        Ok((changes, to + 1))
+    }
+
+    /// The logs `filter` matches in blocks `from..=to`, within the configured limits on
+    /// blocks scanned and logs returned.
+    fn logs_between(&self, filter: &Filter, from: u64, to: u64) -> Outcome<Vec<Log>> {
+        if from > to {
+            return Ok(Vec::new());
+        }
+        let store = self.ctx.view.store();
+        let limit = self.ctx.config.max_log_blocks;
+        if to - from >= limit {
+            return Err(RpcError::LimitExceeded(format!(
+                "query exceeds max block range {limit}. Try with this block range [{:#x}, {:#x}].",
+                from,
+                from + limit - 1
+            )));
+        }
+        let max_logs = self.ctx.config.max_logs;
+        let mut found = Vec::new();
+        for number in from..=to {
+            let bloom = read::logs_bloom(store, number)
+                .map_err(RpcError::internal)?
+                .unwrap_or_default();
+            if !filter.matches_bloom(bloom) {
+                continue;
+            }
+            let Some(block) = load_block(store, number, false)? else {
+                continue;
+            };
+            let receipts = read::receipts(store, number)
+                .map_err(RpcError::internal)?
+                .unwrap_or_default();
+            found.extend(
+                rpc_logs(&block, &receipts)
+                    .into_iter()
+                    .flatten()
+                    .filter(|log| filter.matches(&log.inner)),
+            );
+            if found.len() > max_logs {
+                let last = number.saturating_sub(1).max(from);
+                return Err(RpcError::LimitExceeded(format!(
+                    "query returned more than {max_logs} results. Try with this block range [{from:#x}, {last:#x}]."
+                )));
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl EthFiltersApiServer for Rpc {
+    fn logs(&self, filter: Filter) -> RpcResult<Vec<Log>> {
+        let (from, to) = self.log_range(&filter)?;
+        Ok(self.logs_between(&filter, from, to)?)
+    }
+
+    fn new_filter(&self, filter: Filter) -> RpcResult<U256> {
+        Ok(self
+            .filters
+            .install(FilterKind::Logs(Box::new(filter)), self.head()? + 1)?)
+    }
+
+    fn new_block_filter(&self) -> RpcResult<U256> {
+        Ok(self.filters.install(FilterKind::Blocks, self.head()? + 1)?)
+    }
+
+    fn new_pending_transaction_filter(&self) -> RpcResult<U256> {
+        Ok(self.filters.install(
+            FilterKind::PendingTransactions,
+            self.ctx.pool.admission_position(),
+        )?)
+    }
+
+    fn filter_changes(&self, id: U256) -> RpcResult<FilterChanges> {
+        let (kind, next) = self.filters.poll(id)?;
+        let (changes, next) = match kind {
+            FilterKind::PendingTransactions => {
+                let (hashes, next) = self.ctx.pool.admitted_since(next);
+                (FilterChanges::Hashes(hashes), next)
+            }
+            FilterKind::Blocks => self.chain_changes(None, next)?,
+            FilterKind::Logs(filter) => self.chain_changes(Some(&filter), next)?,
+        };
+        self.filters.advance(id, next);
+        Ok(changes)
+    }
+
+    fn filter_logs(&self, id: U256) -> RpcResult<Vec<Log>> {
+        match self.filters.poll(id)?.0 {
+            FilterKind::Logs(filter) => self.logs(*filter),
+            FilterKind::Blocks | FilterKind::PendingTransactions => {
+                Err(RpcError::InvalidParams(format!("filter {id:#x} is not a log filter")).into())
+            }
+        }
+    }
+
+    fn uninstall_filter(&self, id: U256) -> RpcResult<bool> {
+        Ok(self.filters.uninstall(id))
+    }
+}

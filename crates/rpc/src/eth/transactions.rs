@@ -1,0 +1,116 @@
+//! Transactions: submitting one, and finding one (pending or included) with its receipt.
+
+use alloy_eips::BlockNumberOrTag;
+use alloy_primitives::{B256, Bytes};
+use alloy_rpc_types_eth::{Index, Transaction, TransactionReceipt};
+use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+
+use crate::{
+    convert::{position, rpc_tx},
+    error::RpcError,
+    rpc::{Outcome, Rpc},
+};
+
+/// `eth_*` methods that submit or find transactions.
+#[rpc(server)]
+pub trait EthTransactionsApi {
+    /// Submits a signed transaction to the txpool.
+    #[method(name = "eth_sendRawTransaction")]
+    fn send_raw_transaction(&self, bytes: Bytes) -> RpcResult<B256>;
+    /// A transaction, pending or included.
+    #[method(name = "eth_getTransactionByHash")]
+    fn transaction_by_hash(&self, hash: B256) -> RpcResult<Option<Transaction>>;
+    /// An included transaction's receipt.
+    #[method(name = "eth_getTransactionReceipt")]
+    fn transaction_receipt(&self, hash: B256) -> RpcResult<Option<TransactionReceipt>>;
+    /// The transaction at a position in a block by number or tag.
+    #[method(name = "eth_getTransactionByBlockNumberAndIndex")]
+    fn tx_by_number_and_index(
+        &self,
+        number: BlockNumberOrTag,
+        index: Index,
+    ) -> RpcResult<Option<Transaction>>;
+    /// The transaction at a position in a block by hash.
+    #[method(name = "eth_getTransactionByBlockHashAndIndex")]
+    fn tx_by_hash_and_index(&self, hash: B256, index: Index) -> RpcResult<Option<Transaction>>;
+}
+
+impl Rpc {
+    /// Where the included transaction with this hash is: block number and index.
+    fn tx_location(&self, hash: B256) -> Outcome<Option<(u64, usize)>> {
+        let location = self
+            .ctx
+            .view
+            .tx_location(hash)
+            .map_err(RpcError::internal)?;
+        Ok(location.map(|(number, index)| (number, index as usize)))
+    }
+
+    /// The transaction at `index` in block `number`, with its sender and position.
+    fn tx_at(&self, number: u64, index: usize) -> Outcome<Option<Transaction>> {
+        let block = self.visible_block(number, true)?;
+        Ok(block.and_then(|block| {
+            block
+                .txs
+                .get(index)
+                .map(|(tx, sender)| rpc_tx(tx, *sender, Some(position(&block, index))))
+        }))
+    }
+}
+
+impl EthTransactionsApiServer for Rpc {
+    fn send_raw_transaction(&self, bytes: Bytes) -> RpcResult<B256> {
+        let pool = &self.ctx.pool;
+        let result = self
+            .ctx
+            .view
+            .with_state(None, |state, header| {
+                pool.add(&[bytes.to_vec()], state, header.base_fee_per_gas)
+                    .remove(0)
+            })
+            .map_err(RpcError::from)?;
+        let hash = result.map_err(RpcError::from)?;
+        if let Some(admitted) = &self.ctx.admitted {
+            // A closed channel means the node is stopping; the tx stays in the pool.
+            let _ = admitted.send(bytes.to_vec());
+        }
+        Ok(hash)
+    }
+
+    fn transaction_by_hash(&self, hash: B256) -> RpcResult<Option<Transaction>> {
+        if let Some(pooled) = self.ctx.pool.get(&hash) {
+            return Ok(Some(rpc_tx(&pooled.tx.tx, pooled.tx.sender, None)));
+        }
+        let Some((number, index)) = self.tx_location(hash)? else {
+            return Ok(None);
+        };
+        Ok(self.tx_at(number, index)?)
+    }
+
+    fn transaction_receipt(&self, hash: B256) -> RpcResult<Option<TransactionReceipt>> {
+        let Some((number, index)) = self.tx_location(hash)? else {
+            return Ok(None);
+        };
+        Ok(self.receipts(number)?.and_then(|(_, mut receipts)| {
+            index
+                .lt(&receipts.len())
+                .then(|| receipts.swap_remove(index))
+        }))
+    }
+
+    fn tx_by_number_and_index(
+        &self,
+        number: BlockNumberOrTag,
+        index: Index,
+    ) -> RpcResult<Option<Transaction>> {
+        let number = self.tag_number(number)?;
+        Ok(self.tx_at(number, index.into())?)
+    }
+
+    fn tx_by_hash_and_index(&self, hash: B256, index: Index) -> RpcResult<Option<Transaction>> {
+        match self.number_by_hash(hash)? {
+            Some(number) => Ok(self.tx_at(number, index.into())?),
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The handle every namespace's methods run on, and the lookups most of them share: the
+//! head, the block a tag or id stands for, the state at a block.
+
+use std::sync::Arc;
+
+use alloy_eips::{BlockId, BlockNumberOrTag};
+use alloy_primitives::B256;
+use stave_storage::read;
+
+use crate::{
+    convert::{StoredBlock, load_block},
+    error::RpcError,
+    eth::filters::Filters,
+    server::NodeContext,
+};
+
+/// What a method returns before jsonrpsee turns the error into its JSON form.
+pub(crate) type Outcome<T> = Result<T, RpcError>;
+
+/// The method implementations over a shared [`NodeContext`] and the server's installed
+/// filters. Each namespace file implements its trait on it.
+#[derive(Clone)]
+pub(crate) struct Rpc {
+    /// The chain, the pool, the stream of new blocks and the limits.
+    pub(crate) ctx: Arc<NodeContext>,
+    /// The filters clients installed with `eth_new*Filter`.
+    pub(crate) filters: Arc<Filters>,
+}
+
+impl Rpc {
+    /// A handle over `ctx` with no filters installed.
+    pub(crate) fn new(ctx: NodeContext) -> Self {
+        Self {
+            ctx: Arc::new(ctx),
+            filters: Arc::default(),
+        }
+    }
+
+    pub(crate) fn head(&self) -> Outcome<u64> {
+        Ok(self.ctx.view.head().map_err(RpcError::internal)?.0)
+    }
+
+    /// The block number a tag or id stands for (`pending` is the head: blocks are built
+    /// at once, so there is no pending block).
+    pub(crate) fn number_of(&self, block: Option<BlockId>) -> Outcome<u64> {
+        match block.unwrap_or(BlockId::Number(BlockNumberOrTag::Latest)) {
+            BlockId::Hash(hash) => self.number_by_hash(hash.block_hash)?.ok_or_else(|| {
+                RpcError::InvalidParams(format!("block {} not found", hash.block_hash))
+            }),
+            BlockId::Number(tag) => self.tag_number(tag),
+        }
+    }
+
+    pub(crate) fn tag_number(&self, tag: BlockNumberOrTag) -> Outcome<u64> {
+        Ok(match tag {
+            BlockNumberOrTag::Earliest => 0,
+            BlockNumberOrTag::Number(number) => number,
+            _ => self.head()?,
+        })
+    }
+
+    pub(crate) fn with_state<R>(
+        &self,
+        block: Option<BlockId>,
+        query: impl FnOnce(&dyn stave_exec::StateReader) -> Result<R, stave_exec::StateError>,
+    ) -> Outcome<R> {
+        let number = self.number_of(block)?;
+        self.ctx
+            .view
+            .with_state(Some(number), |state, _| query(state))?
+            .map_err(RpcError::internal)
+    }
+
+    /// Stored block `number`, with its senders when `senders` (see [`load_block`]). A
+    /// block stored but whose state is not in yet is `None`: it is shown (with its
+    /// transactions and receipts) only once the head reaches it, so a client that saw a
+    /// receipt also sees the state after it.
+    pub(crate) fn visible_block(&self, number: u64, senders: bool) -> Outcome<Option<StoredBlock>> {
+        if number > self.head()? {
+            return Ok(None);
+        }
+        load_block(self.ctx.view.store(), number, senders)
+    }
+
+    /// The number of the stored block with this hash.
+    pub(crate) fn number_by_hash(&self, hash: B256) -> Outcome<Option<u64>> {
+        read::block_number(self.ctx.view.store(), hash).map_err(RpcError::internal)
+    }
+}

@@ -1,0 +1,49 @@
+//! `txpool_*`: what waits for a block, in go-ethereum's shapes.
+
+use std::sync::Arc;
+
+use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use serde_json::{Value, json};
+
+use crate::{convert::rpc_tx, rpc::Rpc};
+
+/// `txpool_*` methods.
+#[rpc(server)]
+pub trait TxpoolApi {
+    /// Pending and queued counts.
+    #[method(name = "txpool_status")]
+    fn status(&self) -> RpcResult<Value>;
+    /// Every pooled transaction by sender and nonce.
+    #[method(name = "txpool_content")]
+    fn content(&self) -> RpcResult<Value>;
+}
+
+impl TxpoolApiServer for Rpc {
+    fn status(&self) -> RpcResult<Value> {
+        let status = self.ctx.pool.status();
+        Ok(json!({
+            "pending": format!("{:#x}", status.pending),
+            "queued": format!("{:#x}", status.queued),
+        }))
+    }
+
+    fn content(&self) -> RpcResult<Value> {
+        let mut pending = serde_json::Map::new();
+        let mut queued = serde_json::Map::new();
+        for (sender, content) in self.ctx.pool.content() {
+            let by_nonce = |txs: &[Arc<stave_txpool::PoolTx>]| -> Value {
+                txs.iter()
+                    .map(|tx| (tx.nonce.to_string(), json!(rpc_tx(&tx.tx.tx, sender, None))))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into()
+            };
+            if !content.pending.is_empty() {
+                pending.insert(sender.to_checksum(None), by_nonce(&content.pending));
+            }
+            if !content.queued.is_empty() {
+                queued.insert(sender.to_checksum(None), by_nonce(&content.queued));
+            }
+        }
+        Ok(json!({ "pending": pending, "queued": queued }))
+    }
+}

@@ -1,0 +1,38 @@
+//! The key layout of a data dir: which key each value is stored under, shared by the
+//! write path ([`crate::commit`]) and the read path ([`crate::read`]), so no other crate
+//! spells a key (see docs/storage-layout.md).
+//!
+//! Encodings (all integers big-endian):
+//! - `Headers`: number → header RLP; `BlockNumbers`: hash → number;
+//! - `Bodies`: number → the offset-indexed transaction list as received;
+//! - `Receipts`: number → RLP list of receipts without their blooms
+//!   ([`stave_primitives::encode_stored_receipts`]: a bloom is a function of the logs,
+//!   computed again on read);
+//! - `TxIndex`: tx hash → number ‖ index (u32), written with the state
+//!   ([`crate::commit::TxPositions`]); `Blooms`: number → logs bloom (256);
+//! - `Senders`: number → the 20-byte senders of its transactions, in block order;
+//! - `Accounts`: address → nonce (u64) ‖ balance (32) ‖ code hash (32);
+//! - `Storage`: address ‖ slot (32) → value (32), absent when zero;
+//! - `Code`: code hash → code; `Meta`: `head` → number ‖ hash, `flushed` → the number of
+//!   the block the stored state is at (≤ head: the state layers hold the rest in memory),
+//!   `format` → the [`crate::commit::DATA_FORMAT`] (u32) the data dir was created in,
+//!   written with block 0;
+//! - `StateDiffs`: number → the state changes of a block after the flushed height
+//!   ([`stave_primitives::encode_stored_diff`]), deleted when its state is flushed.
+
+use alloy_primitives::{Address, U256};
+
+/// Key of the head in `Meta`.
+pub(crate) const HEAD_KEY: &[u8] = b"head";
+/// Key in `Meta` of the height the stored state is at (`Accounts`, `Storage`, `Code`).
+pub(crate) const FLUSHED_KEY: &[u8] = b"flushed";
+/// Key in `Meta` of the data format the data dir was created in.
+pub(crate) const FORMAT_KEY: &[u8] = b"format";
+
+/// A `Storage` key: address ‖ slot.
+pub(crate) fn storage_key(address: Address, slot: U256) -> [u8; 52] {
+    let mut key = [0; 52];
+    key[..20].copy_from_slice(address.as_slice());
+    key[20..].copy_from_slice(&slot.to_be_bytes::<32>());
+    key
+}
