@@ -1,13 +1,11 @@
 //! `stave keys`: secp256k1 keys and addresses, and the P2P chain CA and node certificates.
 
-use std::{
-    io::Write,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use alloy_signer_local::{MnemonicBuilder, PrivateKeySigner};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use stave_launch::files::{create_dir, write_new};
 use stave_net::ChainCa;
 use stave_primitives::{
     B256,
@@ -114,10 +112,6 @@ pub fn run(cmd: KeysCommand) -> anyhow::Result<()> {
     }
 }
 
-pub(super) fn create_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
-}
-
 fn issue_node(ca_dir: &Path, name: &str, out: &Path) -> anyhow::Result<()> {
     let read = |file: &str| {
         let path = ca_dir.join(file);
@@ -200,19 +194,4 @@ fn print_account(index: Option<u32>, signer: &PrivateKeySigner) {
         None => serde_json::json!({ "address": signer.address(), "private_key": key }),
     };
     println!("{line}");
-}
-
-/// Writes a new file (never overwriting one); a `private` one only its owner can read.
-pub(super) fn write_new(path: &Path, contents: &str, private: bool) -> anyhow::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    if private {
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    }
-    let mut file = options
-        .open(path)
-        .with_context(|| format!("creating {} (it must not exist yet)", path.display()))?;
-    file.write_all(contents.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))
 }

@@ -8,10 +8,8 @@ mod input;
 mod keys;
 mod load;
 mod node;
-mod p2p;
 mod testnet;
 mod tx;
-mod validator;
 
 use clap::Subcommand;
 

@@ -1,11 +1,11 @@
 //! `stave testnet`: a multi-validator chain on this machine. `init` writes everything N
-//! validators need: one genesis naming them, a chain CA, and per node a
-//! consensus key, a TLS certificate holding that same key, and `node<i>/config.toml`
-//! (RPC on 8545+i, metrics on 9001+i, P2P on 30300+i). `run` starts one `stave node`
-//! process per config and stops them together.
+//! validators need (`stave_launch::testnet`): one genesis naming them, a chain CA, and
+//! per node a consensus key, a TLS certificate holding that same key, and
+//! `node<i>/config.toml` (RPC on 8545+i, metrics on 9001+i, P2P on 30300+i). `run` starts
+//! one `stave node` process per config and stops them together.
 
 use std::{
-    net::{IpAddr, SocketAddr},
+    net::IpAddr,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -13,11 +13,7 @@ use std::{
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use stave_consensus::keys;
-use stave_net::ChainCa;
-use stave_primitives::B256;
-
-use super::keys::{create_dir, write_new};
+use stave_launch::testnet::{self, TestnetLayout};
 
 /// `stave testnet` subcommands.
 #[derive(Debug, Subcommand)]
@@ -66,100 +62,21 @@ pub fn run(cmd: TestnetCommand) -> anyhow::Result<()> {
     }
 }
 
-/// Node i's port: `base + i`, if that is a port.
-fn port(base: u16, index: u16, what: &str) -> anyhow::Result<u16> {
-    base.checked_add(index)
-        .with_context(|| format!("{what} port {base} + {index} is past 65535"))
-}
-
-/// One validator's names and addresses.
-struct Member {
-    name: String,
-    rpc: SocketAddr,
-    metrics: SocketAddr,
-    p2p: SocketAddr,
-    seed: [u8; 32],
-    /// The public key the genesis names it by.
-    validator: B256,
-}
-
 fn init(args: &InitArgs) -> anyhow::Result<()> {
-    let members = (0..args.nodes)
-        .map(|i| {
-            let seed: [u8; 32] = rand::random();
-            Ok(Member {
-                name: format!("node{i}.stave"),
-                rpc: SocketAddr::new(args.host, port(args.rpc_port, i, "RPC")?),
-                metrics: SocketAddr::new(args.host, port(args.metrics_port, i, "metrics")?),
-                p2p: SocketAddr::new(args.host, port(args.p2p_port, i, "P2P")?),
-                seed,
-                validator: keys::public_key_bytes(&keys::private_key(&seed)),
-            })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let validators = members.iter().map(|member| member.validator).collect();
-    let (spec, _) = stave_primitives::dev::dev_chain()?;
-    let spec = spec.with_validators(validators)?;
-
-    create_dir(&args.dir)?;
-    write_new(&args.dir.join("genesis.json"), &spec.to_json(), false)?;
-    let ca = ChainCa::generate("stave testnet")?;
-    let (ca_pem, ca_key) = ca.to_pem();
-    create_dir(&args.dir.join("ca"))?;
-    write_new(&args.dir.join("ca/ca.pem"), &ca_pem, false)?;
-    write_new(&args.dir.join("ca/ca.key"), &ca_key, true)?;
-
-    let identities = members
-        .iter()
-        .map(|member| ca.issue_for_key(&member.name, &member.seed))
-        .collect::<Result<Vec<_>, _>>()?;
-    let allowed = identities
-        .iter()
-        .map(|identity| Ok(format!("\"0x{}\"", hex::encode(identity.node_id()?))))
-        .collect::<anyhow::Result<Vec<_>>>()?
-        .join(", ");
-    for (i, (member, identity)) in members.iter().zip(&identities).enumerate() {
-        let dir = args.dir.join(format!("node{i}"));
-        create_dir(&dir)?;
-        write_new(
-            &dir.join("consensus.key"),
-            &format!("0x{}\n", hex::encode(member.seed)),
-            true,
-        )?;
-        let (cert, key) = identity.to_pem();
-        write_new(&dir.join("node.pem"), &cert, false)?;
-        write_new(&dir.join("node.key"), &key, true)?;
-        write_new(&dir.join("ca.pem"), &ca_pem, false)?;
-        let peers: String = members
-            .iter()
-            .filter(|other| other.name != member.name)
-            .map(|other| {
-                format!(
-                    "\n[[p2p.peers]]\nname = \"{}\"\naddress = \"{}\"\n",
-                    other.name, other.p2p
-                )
-            })
-            .collect();
-        let config = format!(
-            "# Validator {i} of {nodes} (`stave node --config {config_path}`).\n\
-             datadir = \"data\"\ngenesis = \"../genesis.json\"\n\
-             rpc_addr = \"{rpc}\"\nmetrics_addr = \"{metrics}\"\nblock_time_ms = {block_time}\n\n\
-             [consensus]\nkey = \"consensus.key\"\n\n\
-             [p2p]\nlisten = \"{p2p}\"\nca = \"ca.pem\"\ncert = \"node.pem\"\nkey = \"node.key\"\n\
-             allowed = [{allowed}]\n{peers}",
-            nodes = args.nodes,
-            config_path = dir.join("config.toml").display(),
-            rpc = member.rpc,
-            metrics = member.metrics,
-            block_time = args.block_time_ms,
-            p2p = member.p2p,
-        );
-        write_new(&dir.join("config.toml"), &config, false)?;
+    let layout = TestnetLayout {
+        nodes: args.nodes,
+        host: args.host,
+        rpc_port: args.rpc_port,
+        metrics_port: args.metrics_port,
+        p2p_port: args.p2p_port,
+        block_time_ms: args.block_time_ms,
+    };
+    for (i, member) in testnet::init(&args.dir, &layout)?.iter().enumerate() {
         println!(
             "{}",
             serde_json::json!({
                 "node": i,
-                "config": dir.join("config.toml"),
+                "config": member.config,
                 "rpc": format!("http://{}", member.rpc),
                 "validator": member.validator,
             })
@@ -168,28 +85,13 @@ fn init(args: &InitArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The node configs of a testnet directory, in node order.
-fn configs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let configs: Vec<PathBuf> = (0..)
-        .map(|i| dir.join(format!("node{i}/config.toml")))
-        .take_while(|path| path.exists())
-        .collect();
-    anyhow::ensure!(
-        !configs.is_empty(),
-        "no node0/config.toml in {} (make one with `stave testnet init --dir {}`)",
-        dir.display(),
-        dir.display()
-    );
-    Ok(configs)
-}
-
 /// How long nodes get to stop on SIGTERM before they are killed.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
 fn run_nodes(dir: &Path) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("finding the stave executable")?;
     let mut children: Vec<(usize, Child)> = Vec::new();
-    for (i, config) in configs(dir)?.iter().enumerate() {
+    for (i, config) in testnet::configs(dir)?.iter().enumerate() {
         let log_path = dir.join(format!("node{i}/node.log"));
         let log = std::fs::OpenOptions::new()
             .create(true)

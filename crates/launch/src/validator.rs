@@ -2,65 +2,27 @@
 //! agrees on blocks with the others through `stave-consensus` (commonware Simplex and
 //! its marshal), whose channels ride on the node's `[p2p]` network. The chain actor
 //! (propose, verify, commit) runs on a thread of its own; the engine runs on another.
+//!
+//! The engine cannot be stopped (commonware's runner has no stop): a node stopped in a
+//! process that goes on shuts the network it rides on, and its thread idles until the
+//! process ends.
 
-use std::{
-    path::{Path, PathBuf},
-    sync::Arc,
-    thread::JoinHandle,
-    time::Duration,
-};
+use std::{path::Path, sync::Arc, thread::JoinHandle, time::Duration};
 
-use anyhow::Context;
-use serde::Deserialize;
 use stave_consensus::{
     ConsensusBlock, OtherValidators, StaveApp, ValidatorConfig, chain_actor, keys, run_validator,
 };
 use stave_node::{BlockProducer, Produced};
-use stave_primitives::{ChainSpec, keccak256};
+use stave_primitives::{B256, ChainSpec, keccak256};
 use stave_txpool::TxPool;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::{broadcast, watch};
 
-use super::p2p::P2p;
-
-/// Default of `leader_timeout_ms`: how long a view waits for its leader's proposal.
-const DEFAULT_LEADER_TIMEOUT_MS: u64 = 3_000;
-
-/// The `[consensus]` section of a node's config.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConsensusConfig {
-    /// This validator's consensus key: a file holding its ed25519 seed in hex (relative
-    /// to the config file). The `[p2p]` certificate must hold the same key.
-    key: PathBuf,
-    /// Where the engine keeps its journals (default `<datadir>/consensus`).
-    storage: Option<PathBuf>,
-    /// How long a view waits for its leader's proposal before the validators move on,
-    /// in milliseconds. Must exceed `block_time_ms`, which an idle leader waits for
-    /// transactions before it proposes an empty block.
-    leader_timeout_ms: Option<u64>,
-}
-
-impl ConsensusConfig {
-    /// How long a view waits for its leader's proposal.
-    fn leader_timeout(&self) -> Duration {
-        Duration::from_millis(self.leader_timeout_ms.unwrap_or(DEFAULT_LEADER_TIMEOUT_MS))
-    }
-
-    /// How old a validator's head gets at most while it keeps up: the chain makes a block
-    /// at least every `block_time`, and a view whose leader is down ends after the leader
-    /// timeout; twice that for margin. A head older than this means the node was away
-    /// (paused, cut off, restarted) and is catching up.
-    pub fn head_stale_after(&self, block_time: Duration) -> Duration {
-        2 * self.leader_timeout() + block_time
-    }
-}
+use crate::{ConsensusConfig, LaunchError, p2p::P2p};
 
 /// What the consensus side needs from the rest of the node.
-pub struct ValidatorParts<'a> {
+pub(crate) struct ValidatorParts<'a> {
     /// The chain's genesis (with its validator set).
     pub spec: &'a ChainSpec,
-    /// Directory relative paths in the config are relative to.
-    pub base: &'a Path,
     /// The node's data dir.
     pub datadir: &'a Path,
     /// The producer over the node's chain and pool.
@@ -73,6 +35,17 @@ pub struct ValidatorParts<'a> {
     pub heads: broadcast::Sender<Arc<Produced>>,
     /// How long an idle leader waits for transactions before proposing an empty block.
     pub idle_wait: Duration,
+}
+
+/// A started validator.
+pub(crate) struct Validator {
+    /// The chain actor's thread: it ends (and then sets `ended`) on an error (a block
+    /// that cannot be committed stops the node) or after [`StaveApp::stop_chain`].
+    pub actor: JoinHandle<Result<(), LaunchError>>,
+    /// The handle that stops the chain actor.
+    pub chain: StaveApp,
+    /// The validator's consensus public key, as the genesis names it.
+    pub public: B256,
 }
 
 /// The namespace the engine signs and connects under: the genesis block hash, the chain
@@ -90,19 +63,24 @@ fn namespace(spec: &ChainSpec, genesis: &ConsensusBlock) -> Vec<u8> {
     .concat()
 }
 
+/// Fails with `message` unless `holds`.
+fn ensure(holds: bool, message: impl FnOnce() -> String) -> Result<(), LaunchError> {
+    match holds {
+        true => Ok(()),
+        false => Err(LaunchError::Config(message())),
+    }
+}
+
 /// Starts this validator: checks its key against the genesis and the `[p2p]`
 /// certificate, then runs the chain actor and the engine on threads of their own.
-/// Returns the chain actor's thread, which ends (and then signals `done`) on an error (a
-/// block that cannot be committed stops the node) or after [`StaveApp::stop_chain`] on
-/// the returned handle.
-pub fn start(
+/// `ended` is set when the chain actor's thread ends. Runs within the node's runtime.
+pub(crate) fn start(
     config: &ConsensusConfig,
     parts: ValidatorParts<'_>,
-    done: oneshot::Sender<()>,
-) -> anyhow::Result<(JoinHandle<anyhow::Result<()>>, StaveApp)> {
+    ended: watch::Sender<bool>,
+) -> Result<Validator, LaunchError> {
     let ValidatorParts {
         spec,
-        base,
         datadir,
         producer,
         pool,
@@ -110,45 +88,55 @@ pub fn start(
         heads,
         idle_wait,
     } = parts;
-    let key_path = base.join(&config.key);
-    let seed = std::fs::read_to_string(&key_path)
-        .with_context(|| format!("reading the consensus key {}", key_path.display()))
-        .and_then(|text| {
-            keys::parse_seed(&text).with_context(|| format!("in {}", key_path.display()))
-        })?;
+    let key_path = &config.key;
+    let text = std::fs::read_to_string(key_path).map_err(LaunchError::io(format!(
+        "reading the consensus key {}",
+        key_path.display()
+    )))?;
+    let seed = keys::parse_seed(&text).map_err(|source| LaunchError::Key {
+        what: format!("in {}", key_path.display()),
+        source,
+    })?;
     let key = keys::private_key(&seed);
     let public = keys::public_key_bytes(&key);
-    anyhow::ensure!(
-        !spec.validators().is_empty(),
-        "the genesis names no validators (config.stave.validators); `stave testnet init` writes one that does"
-    );
-    anyhow::ensure!(
-        spec.validators().contains(&public),
-        "this node's consensus key {public} is not one of the genesis's validators"
-    );
-    anyhow::ensure!(
+    ensure(!spec.validators().is_empty(), || {
+        "the genesis names no validators (config.stave.validators); `stave testnet init` writes one that does".into()
+    })?;
+    ensure(spec.validators().contains(&public), || {
+        format!("this node's consensus key {public} is not one of the genesis's validators")
+    })?;
+    ensure(
         stave_net::tls::ed25519_node_id(&public.0) == p2p.network.local_id(),
-        "the [p2p] certificate's key is not this validator's consensus key {public}: issue the certificate for that key (`stave testnet init` does)"
-    );
+        || {
+            format!(
+                "the [p2p] certificate's key is not this validator's consensus key {public}: issue the certificate for that key (`stave testnet init` does)"
+            )
+        },
+    )?;
+    let key_error = |what: &str| {
+        let what = what.to_owned();
+        move |source| LaunchError::Key { what, source }
+    };
     let validators = spec
         .validators()
         .iter()
         .map(keys::public_key)
         .collect::<Result<Vec<_>, _>>()
-        .context("in the genesis's validator set")?;
-    let leader_timeout = config.leader_timeout();
-    anyhow::ensure!(
-        leader_timeout > idle_wait,
-        "consensus.leader_timeout_ms ({} ms) must exceed block_time_ms ({} ms), or an idle leader's view times out before it proposes",
-        leader_timeout.as_millis(),
-        idle_wait.as_millis()
-    );
+        .map_err(key_error("in the genesis's validator set"))?;
+    let leader_timeout = config.leader_timeout;
+    ensure(leader_timeout > idle_wait, || {
+        format!(
+            "consensus.leader_timeout_ms ({} ms) must exceed block_time_ms ({} ms), or an idle leader's view times out before it proposes",
+            leader_timeout.as_millis(),
+            idle_wait.as_millis()
+        )
+    })?;
     // Blocks and senders taken from the other validators when catching up, rather than
     // waited for and recovered.
     let others = OtherValidators::new(
         p2p.gossip.clone(),
         &validators,
-        &keys::public_key(&public).context("this validator's consensus key")?,
+        &keys::public_key(&public).map_err(key_error("this validator's consensus key"))?,
         tokio::runtime::Handle::current(),
     );
     let (actor, app) = chain_actor(producer, pool, idle_wait, move |produced| {
@@ -160,7 +148,7 @@ pub fn start(
         // No subscriber is not an error.
         let _ = heads.send(Arc::new(produced.clone()));
     })
-    .context("starting the chain actor")?;
+    .map_err(LaunchError::import("starting the chain actor"))?;
     let actor = actor.with_catch_up(Box::new(others), p2p.catching_up.clone());
     let app = app.with_catching_up(p2p.catching_up.clone());
     let genesis = ConsensusBlock::genesis(spec);
@@ -170,8 +158,8 @@ pub fn start(
         network: p2p.network.clone(),
         storage: config
             .storage
-            .as_ref()
-            .map_or_else(|| datadir.join("consensus"), |dir| base.join(dir)),
+            .clone()
+            .unwrap_or_else(|| datadir.join("consensus")),
         namespace: namespace(spec, &genesis),
         genesis,
         leader_timeout,
@@ -180,24 +168,27 @@ pub fn start(
     let actor = std::thread::Builder::new()
         .name("chain-actor".into())
         .spawn(move || {
-            let result = actor.run().context("committing a finalized block");
-            let _ = done.send(());
+            let result = actor
+                .run()
+                .map_err(LaunchError::import("committing a finalized block"));
+            ended.send_replace(true);
             result
         })
-        .context("starting the chain actor")?;
+        .map_err(LaunchError::io("starting the chain actor"))?;
     let chain = app.clone();
     std::thread::Builder::new()
         .name("consensus".into())
         .spawn(move || run_validator(validator, app))
-        .context("starting the consensus engine")?;
-    println!("validator {public}: consensus on the P2P network");
-    Ok((actor, chain))
+        .map_err(LaunchError::io("starting the consensus engine"))?;
+    Ok(Validator {
+        actor,
+        chain,
+        public,
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use stave_primitives::B256;
-
     use super::*;
 
     #[test]
@@ -222,18 +213,5 @@ mod tests {
             ConsensusBlock::genesis(&one).hash()
         );
         assert_ne!(of(&one), of(&other_chain));
-    }
-
-    #[test]
-    fn a_head_goes_stale_after_two_leader_timeouts_and_a_block_time() {
-        let config: ConsensusConfig = toml::from_str("key = \"k\"").expect("parses");
-        let block_time = Duration::from_millis(1_000);
-        assert_eq!(config.head_stale_after(block_time), Duration::from_secs(7));
-        let config: ConsensusConfig =
-            toml::from_str("key = \"k\"\nleader_timeout_ms = 500").expect("parses");
-        assert_eq!(
-            config.head_stale_after(block_time),
-            Duration::from_millis(2_000)
-        );
     }
 }

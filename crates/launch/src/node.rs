@@ -1,0 +1,447 @@
+//! [`RunningNode`]: a node started from a [`NodeConfig`], in this process, until stopped.
+//!
+//! Starting opens the data dir's store, the chain, the txpool and the producer, then
+//! (on the node's own tokio runtime) the P2P network and gossip, the JSON-RPC server and
+//! the thread that makes blocks: the producer loop, the follower loop, or a validator's
+//! chain actor and consensus engine.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use jsonrpsee::server::ServerHandle;
+use stave_consensus::StaveApp;
+use stave_net::{Network, NodeId};
+use stave_node::{BlockProducer, Chain, ChainView, Parallelism, Produced};
+use stave_primitives::{B256, ChainSpec};
+use stave_rpc::NodeContext;
+use stave_storage::LmdbStore;
+use stave_txpool::{PoolConfig, TxPool};
+use stave_verify::{DEFAULT_SENDER_CACHE_CAPACITY, SenderCache};
+use tokio::{
+    runtime::Runtime,
+    sync::{broadcast, watch},
+};
+
+use crate::{
+    LaunchError, NodeConfig, Role, follower, metrics,
+    p2p::{self, Admission, P2p},
+    producer::{self, Rhythm},
+    validator::{self, ValidatorParts},
+};
+
+/// How long the node's async tasks get to finish once it has stopped: tasks that never
+/// end on their own (a validator's engine keeps the network busy) must not hold up the
+/// stop; everything committed is already durable.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// A node running in this process: its RPC server bound, its block-making thread started.
+///
+/// [`RunningNode::stop`] (or dropping it) stops it cleanly. What it cannot give back:
+/// its LMDB store is leaked (the RPC server, the chain view and the producer borrow it
+/// for `'static`; one leak per node started), and the store stays open, so a process
+/// cannot start a node on the same data dir twice (heed refuses to open one environment
+/// twice): a restart of the same data dir takes a new process.
+pub struct RunningNode {
+    spec: ChainSpec,
+    datadir: PathBuf,
+    view: Arc<ChainView<'static>>,
+    rpc_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    network: Option<Network>,
+    validator: Option<B256>,
+    ended: watch::Receiver<bool>,
+    /// Set by `start`; taken by `stop` or `drop`.
+    running: Option<Running>,
+}
+
+/// What stopping a node has to stop.
+struct Running {
+    /// The node's async runtime: the network, gossip and RPC server run on it.
+    runtime: Runtime,
+    /// What runs on it and beside it.
+    tasks: Tasks,
+}
+
+/// The threads and servers of a node.
+struct Tasks {
+    /// Tells the producer or follower loop to stop.
+    stop: Arc<AtomicBool>,
+    /// The thread that makes blocks (the producer or follower loop, or a validator's
+    /// chain actor); it writes the state layers to disk before it ends.
+    making_blocks: JoinHandle<Result<(), LaunchError>>,
+    /// A validator's handle on its chain actor.
+    chain: Option<StaveApp>,
+    /// A validator's P2P side (a producer's or follower's lives in its thread).
+    p2p: Option<P2p>,
+    /// The JSON-RPC server.
+    server: ServerHandle,
+    /// The temporary data dir, removed once the node stopped.
+    temp_dir: Option<tempfile::TempDir>,
+}
+
+/// Why [`RunningNode::wait`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The process got SIGINT.
+    Interrupted,
+    /// The process got SIGTERM.
+    Terminated,
+    /// The thread that makes blocks ended by itself (on an error: see
+    /// [`Stopped::error`]).
+    Ended,
+}
+
+/// Where a stopped node's chain stands.
+#[derive(Debug)]
+pub struct Stopped {
+    /// The head's number.
+    pub head: u64,
+    /// The head's hash.
+    pub hash: B256,
+    /// The error that ended block making, if one did (storage full, a block that cannot
+    /// be committed...).
+    pub error: Option<LaunchError>,
+}
+
+impl RunningNode {
+    /// Starts a node; returns once its JSON-RPC server is bound and it makes blocks.
+    /// Call it outside any async runtime: the node runs its own.
+    pub fn start(config: NodeConfig) -> Result<Self, LaunchError> {
+        config.check()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(LaunchError::io("starting the async runtime"))?;
+        match Self::start_on(&runtime, config) {
+            Ok((mut node, tasks)) => {
+                node.running = Some(Running { runtime, tasks });
+                Ok(node)
+            }
+            Err(error) => {
+                runtime.shutdown_timeout(SHUTDOWN_GRACE);
+                Err(error)
+            }
+        }
+    }
+
+    /// Everything [`RunningNode::start`] does but build the runtime.
+    fn start_on(runtime: &Runtime, config: NodeConfig) -> Result<(Self, Tasks), LaunchError> {
+        // The exporter goes first, so metrics recorded while the chain opens are kept.
+        let metrics_addr = match config.metrics_addr {
+            Some(addr) => {
+                let _runtime = runtime.enter();
+                metrics::serve(addr)?
+            }
+            None => None,
+        };
+        let (datadir, temp_dir) = match &config.datadir {
+            Some(dir) => (dir.clone(), None),
+            None => {
+                let temp = tempfile::tempdir()
+                    .map_err(LaunchError::io("creating a temporary data dir"))?;
+                (temp.path().to_path_buf(), Some(temp))
+            }
+        };
+        std::fs::create_dir_all(&datadir)
+            .map_err(LaunchError::io(format!("creating {}", datadir.display())))?;
+        // Leaked: see `RunningNode`.
+        let store: &'static LmdbStore = Box::leak(Box::new(
+            LmdbStore::open(&datadir, config.map_size).map_err(|source| {
+                LaunchError::OpenStore {
+                    path: datadir.clone(),
+                    source,
+                }
+            })?,
+        ));
+        let spec = config.genesis.clone();
+        let cache = Arc::new(SenderCache::new(DEFAULT_SENDER_CACHE_CAPACITY));
+        let chain = Chain::open_with(
+            store,
+            &spec,
+            rayon::current_num_threads(),
+            Parallelism::Parallel,
+            Some(cache.clone()),
+        )
+        .map_err(LaunchError::import(
+            "opening the chain (is the data dir from another genesis?)",
+        ))?;
+        let view = Arc::new(ChainView::new(&chain, spec.clone()));
+        let mut pool_config = PoolConfig::new(spec.chain_id(), spec.gas_limit());
+        if let Some(max) = config.pool_max_txs {
+            pool_config.max_txs = max;
+        }
+        if let Some(max) = config.pool_max_per_sender {
+            pool_config.max_per_sender = max;
+        }
+        let pool = Arc::new(TxPool::new(pool_config, cache));
+        let producer = BlockProducer::new(chain, view.clone(), pool.clone(), config.block_txs);
+        let parts = Parts {
+            config,
+            datadir,
+            view,
+            pool,
+            producer,
+        };
+        let (mut node, mut tasks) = runtime.block_on(parts.launch(runtime))?;
+        node.metrics_addr = metrics_addr;
+        tasks.temp_dir = temp_dir;
+        Ok((node, tasks))
+    }
+
+    /// The chain's genesis.
+    pub fn spec(&self) -> &ChainSpec {
+        &self.spec
+    }
+
+    /// The data dir (a temporary one unless the config named one).
+    pub fn datadir(&self) -> &Path {
+        &self.datadir
+    }
+
+    /// Where JSON-RPC is served (HTTP and WebSocket), with the port bound.
+    pub fn rpc_addr(&self) -> SocketAddr {
+        self.rpc_addr
+    }
+
+    /// Where Prometheus metrics are served; `None` when the config asked for none, or
+    /// when an earlier node of this process installed the process's one recorder (its
+    /// endpoint then shows this node's metrics too, while it runs).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// Where the P2P network listens, with the port bound; `None` without `[p2p]`.
+    pub fn p2p_addr(&self) -> Option<SocketAddr> {
+        self.network.as_ref().map(Network::local_addr)
+    }
+
+    /// This node's P2P id (from its certificate's key); `None` without `[p2p]`.
+    pub fn node_id(&self) -> Option<NodeId> {
+        self.network.as_ref().map(Network::local_id)
+    }
+
+    /// A validator's consensus public key, as the genesis names it.
+    pub fn validator(&self) -> Option<B256> {
+        self.validator
+    }
+
+    /// The head block's number and hash.
+    pub fn head(&self) -> Result<(u64, B256), LaunchError> {
+        Ok(self.view.head()?)
+    }
+
+    /// Blocks until the process gets SIGINT or SIGTERM, or the thread that makes blocks
+    /// ends by itself. Installs the process's handlers for both signals, for good.
+    pub fn wait(&self) -> Result<Exit, LaunchError> {
+        let running = self
+            .running
+            .as_ref()
+            .expect("a started node runs until stopped");
+        let mut ended = self.ended.clone();
+        running.runtime.block_on(async move {
+            let mut terminate =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .map_err(LaunchError::io("installing the SIGTERM handler"))?;
+            Ok(tokio::select! {
+                _ = tokio::signal::ctrl_c() => Exit::Interrupted,
+                _ = terminate.recv() => Exit::Terminated,
+                // A thread that panicked drops its sender: that ends the wait too.
+                _ = ended.wait_for(|ended| *ended) => Exit::Ended,
+            })
+        })
+    }
+
+    /// Stops the node: the thread that makes blocks finishes the block at hand and writes
+    /// the state layers to disk (the next start re-executes nothing), then the network
+    /// and the RPC server stop and the runtime shuts down.
+    pub fn stop(mut self) -> Result<Stopped, LaunchError> {
+        // `start` set it and only `stop` or `drop`, which consume the node, take it.
+        let running = self
+            .running
+            .take()
+            .expect("a started node runs until stopped");
+        running.stop(&self.view, self.network.as_ref())
+    }
+}
+
+impl Drop for RunningNode {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            let _ = running.stop(&self.view, self.network.as_ref());
+        }
+    }
+}
+
+impl Running {
+    /// See [`RunningNode::stop`].
+    fn stop(
+        self,
+        view: &ChainView<'static>,
+        network: Option<&Network>,
+    ) -> Result<Stopped, LaunchError> {
+        let Running { runtime, tasks } = self;
+        tasks.stop.store(true, Ordering::Relaxed);
+        // A validator's chain actor stops after the request it is answering (each block
+        // commits in one atomic write; the engine replays what is not final) and writes
+        // its state layers; the producer or follower loop does the same at `stop`.
+        if let Some(chain) = &tasks.chain {
+            chain.stop_chain();
+        }
+        let made = tasks.making_blocks.join();
+        if let Some(network) = network {
+            network.shutdown();
+        }
+        drop(tasks.p2p);
+        let _ = tasks.server.stop();
+        runtime.block_on(tasks.server.stopped());
+        let head = view.head();
+        runtime.shutdown_timeout(SHUTDOWN_GRACE);
+        drop(tasks.temp_dir);
+        let made = made.map_err(|_| LaunchError::Panicked("block producer"))?;
+        let (head, hash) = head?;
+        Ok(Stopped {
+            head,
+            hash,
+            error: made.err(),
+        })
+    }
+}
+
+/// What the async part of the start needs.
+struct Parts {
+    config: NodeConfig,
+    datadir: PathBuf,
+    view: Arc<ChainView<'static>>,
+    pool: Arc<TxPool>,
+    producer: BlockProducer<'static>,
+}
+
+impl Parts {
+    /// Starts P2P, the RPC server and the thread that makes blocks, on `runtime` (which
+    /// this runs within).
+    async fn launch(self, runtime: &Runtime) -> Result<(RunningNode, Tasks), LaunchError> {
+        let Parts {
+            config,
+            datadir,
+            view,
+            pool,
+            producer,
+        } = self;
+        let (heads, _) = broadcast::channel::<Arc<Produced>>(1_024);
+        let p2p = match &config.p2p {
+            Some(p2p_config) => {
+                // A validator's consensus channels register once its engine is built,
+                // while the other validators already send to it.
+                let (late_groups, head_stale_after) = match &config.role {
+                    Role::Validator(consensus) => (
+                        vec![stave_consensus::transport::GROUP],
+                        Some(consensus.head_stale_after(config.block_time)),
+                    ),
+                    _ => (Vec::new(), None),
+                };
+                let admission = Admission {
+                    view: view.clone(),
+                    pool: pool.clone(),
+                    head_stale_after,
+                };
+                Some(p2p::start(p2p_config, admission, late_groups).await?)
+            }
+            None => None,
+        };
+        let network = p2p.as_ref().map(|p2p| p2p.network.clone());
+        let ctx = NodeContext {
+            view: view.clone(),
+            pool: pool.clone(),
+            heads: heads.clone(),
+            admitted: p2p.as_ref().map(|p2p| p2p.admitted.clone()),
+            config: config.rpc.clone(),
+        };
+        let (rpc_addr, server) = stave_rpc::start(ctx).await?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ended_tx, ended) = watch::channel(false);
+        let (making_blocks, chain, validator, p2p) = match (&config.role, p2p) {
+            (Role::Validator(consensus), Some(p2p)) => {
+                let started = validator::start(
+                    consensus,
+                    ValidatorParts {
+                        spec: &config.genesis,
+                        datadir: &datadir,
+                        producer,
+                        pool,
+                        p2p: &p2p,
+                        heads,
+                        idle_wait: config.block_time,
+                    },
+                    ended_tx,
+                )?;
+                (
+                    started.actor,
+                    Some(started.chain),
+                    Some(started.public),
+                    Some(p2p),
+                )
+            }
+            (role, p2p) => {
+                let follows = matches!(role, Role::Follower);
+                let stop = stop.clone();
+                let handle = runtime.handle().clone();
+                let rhythm = Rhythm {
+                    block_time: config.block_time,
+                    block_txs: config.block_txs,
+                };
+                let thread = std::thread::Builder::new()
+                    .name("block-producer".into())
+                    .spawn(move || {
+                        let result = match p2p {
+                            Some(p2p) if follows => {
+                                follower::follow_blocks(producer, p2p, handle, &heads, &stop)
+                            }
+                            p2p => {
+                                let gossip = p2p.map(|p2p| p2p.gossip);
+                                producer::produce_blocks(
+                                    producer,
+                                    &pool,
+                                    &heads,
+                                    gossip.as_ref(),
+                                    &stop,
+                                    rhythm,
+                                )
+                            }
+                        };
+                        ended_tx.send_replace(true);
+                        result
+                    })
+                    .map_err(LaunchError::io("starting the block producer"))?;
+                (thread, None, None, None)
+            }
+        };
+        let node = RunningNode {
+            spec: config.genesis,
+            datadir,
+            view,
+            rpc_addr,
+            metrics_addr: None,
+            network,
+            validator,
+            ended,
+            running: None,
+        };
+        let tasks = Tasks {
+            stop,
+            making_blocks,
+            chain,
+            p2p,
+            server,
+            temp_dir: None,
+        };
+        Ok((node, tasks))
+    }
+}

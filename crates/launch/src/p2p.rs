@@ -1,0 +1,195 @@
+//! The node's peer-to-peer side (the `[p2p]` config section): the mutual-TLS network and
+//! transaction and compact-block gossip on it, with the txpool admitting what peers send.
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use stave_consensus::CatchingUp;
+use stave_net::{
+    BlockSenders, BlockSource, Gossip, GossipConfig, Network, NetworkConfig, NodeIdentity, NodeTls,
+    ReceivedBlock, TxAdmission,
+};
+use stave_node::{ChainView, encoded_block};
+use stave_storage::KvStore;
+use stave_txpool::TxPool;
+use tokio::sync::mpsc;
+
+use crate::{LaunchError, P2pConfig, config::read};
+
+/// The running P2P side.
+pub(crate) struct P2p {
+    /// The network.
+    pub network: Network,
+    /// Gossip on it.
+    pub gossip: Gossip,
+    /// Blocks rebuilt from peers' compact blocks.
+    pub blocks: mpsc::Receiver<ReceivedBlock>,
+    /// Where the RPC server puts transactions clients submitted, for gossip.
+    pub admitted: mpsc::UnboundedSender<Vec<u8>>,
+    /// Set while the node is far behind its chain (a validator's consensus keeps it):
+    /// transactions peers gossip are not admitted meanwhile.
+    pub catching_up: Arc<CatchingUp>,
+}
+
+/// What admits the transactions peers gossip: the txpool, against the newest state.
+pub(crate) struct Admission {
+    /// The chain's newest state.
+    pub view: Arc<ChainView<'static>>,
+    /// The pool gossiped transactions go into.
+    pub pool: Arc<TxPool>,
+    /// On a validator: how old a head means the node is catching up (see
+    /// `ConsensusConfig::head_stale_after`). Gossip is ignored meanwhile, from the moment
+    /// a paused or restarted node runs again, before its consensus learns how far behind
+    /// it is.
+    pub head_stale_after: Option<Duration>,
+}
+
+/// The txpool, admitting what peers gossip unless the node is catching up: those
+/// transactions are most likely in the blocks it lacks, and admitting them would recover
+/// their signatures for nothing, as go-ethereum's pool ignores them while it syncs.
+struct PoolAdmission {
+    admission: Admission,
+    catching_up: Arc<CatchingUp>,
+}
+
+impl PoolAdmission {
+    /// True when a validator's head, timestamped `head_time`, is stale.
+    fn head_is_stale(&self, head_time: u64) -> bool {
+        self.admission
+            .head_stale_after
+            .is_some_and(|after| is_stale(head_time, stave_node::unix_seconds(), after))
+    }
+}
+
+/// True when a head timestamped `head_time` is more than `after` old at `now` (both in
+/// seconds since the Unix epoch; a head from a clock ahead of ours is not stale).
+fn is_stale(head_time: u64, now: u64, after: Duration) -> bool {
+    now.saturating_sub(head_time) > after.as_secs()
+}
+
+impl TxAdmission for PoolAdmission {
+    fn admit(&self, txs: &[Bytes]) -> Vec<bool> {
+        let ignored = || {
+            metrics::counter!("stave_gossip_txs_ignored_total").increment(txs.len() as u64);
+            vec![false; txs.len()]
+        };
+        // Consensus says the node is catching up: no need to read the head.
+        if self.catching_up.get() {
+            return ignored();
+        }
+        let Admission { view, pool, .. } = &self.admission;
+        view.with_state(None, |state, header| {
+            if self.head_is_stale(header.timestamp) {
+                return ignored();
+            }
+            let raw: Vec<Vec<u8>> = txs.iter().map(|tx| tx.to_vec()).collect();
+            pool.add(&raw, state, header.base_fee_per_gas)
+                .iter()
+                .map(Result::is_ok)
+                .collect()
+        })
+        .unwrap_or_else(|_| vec![false; txs.len()])
+    }
+
+    fn held(&self) -> Vec<Bytes> {
+        self.admission
+            .pool
+            .encoded()
+            .into_iter()
+            .map(Bytes::from)
+            .collect()
+    }
+}
+
+/// The committed blocks, for peers catching up.
+struct StoredBlocks(&'static dyn KvStore);
+
+impl BlockSource for StoredBlocks {
+    fn block(&self, number: u64) -> Option<Vec<u8>> {
+        encoded_block(self.0, number).ok().flatten()
+    }
+
+    fn senders(&self, number: u64) -> Option<BlockSenders> {
+        let hash = stave_storage::read::header(self.0, number)
+            .ok()??
+            .hash_slow();
+        let senders = stave_storage::read::senders(self.0, number).ok()??;
+        Some(BlockSenders { hash, senders })
+    }
+}
+
+/// Starts the network and gossip described by `config`, with gossiped transactions going
+/// through `admission`. `late_groups` are the network groups whose modules register after
+/// it starts (see `NetworkConfig::late_groups`). Runs on the current tokio runtime.
+pub(crate) async fn start(
+    config: &P2pConfig,
+    admission: Admission,
+    late_groups: Vec<i16>,
+) -> Result<P2p, LaunchError> {
+    let ca = stave_net::tls::ca_certificate_from_pem(&read(&config.ca)?)
+        .map_err(LaunchError::tls("reading the CA certificate"))?;
+    let identity = NodeIdentity::from_pem("node", &read(&config.cert)?, &read(&config.key)?)
+        .map_err(LaunchError::tls("reading the node certificate and key"))?;
+    let local = identity.node_id()?;
+    let allowed: HashSet<_> = config.allowed.iter().copied().collect();
+    let tls = NodeTls::new(&ca, &identity, allowed)?;
+    let network_config = NetworkConfig {
+        late_groups,
+        ..NetworkConfig::new(config.listen, config.peers.clone())
+    };
+    let network = Network::start(network_config, tls, local)
+        .await
+        .map_err(|source| LaunchError::Net {
+            listen: config.listen,
+            source,
+        })?;
+    let store = admission.view.store();
+    let catching_up = Arc::new(CatchingUp::default());
+    let (gossip, blocks) = Gossip::start(
+        network.clone(),
+        Arc::new(PoolAdmission {
+            admission,
+            catching_up: catching_up.clone(),
+        }),
+        Some(Arc::new(StoredBlocks(store))),
+        GossipConfig::default(),
+    );
+    let (admitted, mut submitted) = mpsc::unbounded_channel::<Vec<u8>>();
+    let announcer = gossip.clone();
+    tokio::spawn(async move {
+        while let Some(first) = submitted.recv().await {
+            let mut txs = vec![Bytes::from(first)];
+            while let Ok(more) = submitted.try_recv() {
+                txs.push(Bytes::from(more));
+            }
+            announcer.announce_txs(txs);
+        }
+    });
+    Ok(P2p {
+        network,
+        gossip,
+        blocks,
+        admitted,
+        catching_up,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_is_stale_only_once_older_than_the_limit() {
+        let after = Duration::from_secs(7);
+        assert!(!is_stale(100, 100, after));
+        assert!(
+            !is_stale(100, 107, after),
+            "exactly the limit is not stale yet"
+        );
+        assert!(is_stale(100, 108, after));
+        assert!(
+            !is_stale(110, 100, after),
+            "a head from a clock ahead of ours"
+        );
+    }
+}

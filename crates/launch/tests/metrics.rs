@@ -1,0 +1,51 @@
+//! The one node of this test process serves Prometheus metrics (the recorder is global to
+//! a process, so this test has a binary of its own): every metric the Grafana dashboard
+//! queries is exported, but the network's, which come from a node with peers
+//! (`bin/stave/tests/p2p.rs` checks those).
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use stave_launch::{NodeConfig, RunningNode};
+use support::{JsonRpc, account, dashboard_metrics, scrape, transfer, transfer_with_fee, wait_for};
+
+#[test]
+fn the_grafana_dashboard_uses_only_metrics_the_node_exports() {
+    let mut config = NodeConfig::dev().expect("the dev chain").in_process();
+    config.metrics_addr = Some("127.0.0.1:0".parse().expect("an address"));
+    config.block_time = Duration::from_millis(100);
+    let node = RunningNode::start(config).expect("starts");
+    let metrics_addr = node
+        .metrics_addr()
+        .expect("the first recorder of the process");
+    assert_ne!(metrics_addr.port(), 0);
+    // One admission, one refusal, one drop (a queued tx replaced), one included tx.
+    let alice = account(0);
+    node.result("eth_sendRawTransaction", json!([transfer(&alice, 5)]));
+    node.result(
+        "eth_sendRawTransaction",
+        json!([transfer_with_fee(&alice, 5, 8_000_000_000)]),
+    );
+    assert_eq!(
+        node.call("eth_sendRawTransaction", json!(["0x00"]))["error"]["code"],
+        json!(-32000)
+    );
+    node.result("eth_sendRawTransaction", json!([transfer(&alice, 0)]));
+    wait_for("the tx included", Duration::from_secs(20), || {
+        node.result(
+            "eth_getTransactionCount",
+            json!([alice.address(), "latest"]),
+        ) == json!("0x1")
+    });
+    let exported = scrape(metrics_addr);
+    let used = dashboard_metrics();
+    assert!(used.len() >= 6, "{used:?}");
+    for name in used.iter().filter(|name| !name.starts_with("stave_net_")) {
+        assert!(
+            exported.contains(&format!("# TYPE {name} ")),
+            "{name} is not exported:\n{exported}"
+        );
+    }
+}

@@ -1,0 +1,68 @@
+//! Helpers shared by the tests that start nodes in process: the JSON-RPC client the
+//! real-process tests use too, and P2P identities for networks of nodes.
+
+// Each test binary compiles this module and uses only part of it.
+#![allow(dead_code)]
+
+mod client;
+
+use std::{net::SocketAddr, path::Path, time::Duration};
+
+pub use client::*;
+use stave_launch::{NodeConfig, P2pConfig, RunningNode, files::write_new};
+use stave_net::ChainCa;
+
+impl JsonRpc for RunningNode {
+    fn rpc_addr(&self) -> SocketAddr {
+        RunningNode::rpc_addr(self)
+    }
+}
+
+/// The number of `node`'s head block.
+pub fn height(node: &RunningNode) -> u64 {
+    node.head().expect("a head").0
+}
+
+/// A dev node in this process, making a block at least every `block_time_ms`, in a data
+/// dir of its own, on a free port, without metrics.
+pub fn dev_node(block_time_ms: u64) -> RunningNode {
+    let mut config = NodeConfig::dev().expect("the dev chain").in_process();
+    config.block_time = Duration::from_millis(block_time_ms);
+    RunningNode::start(config).expect("the node starts")
+}
+
+/// P2P sections for `count` nodes of one chain CA, whose files go under `dir`: each
+/// allows the others, listens on a free port and dials no one yet.
+pub fn p2p_identities(dir: &Path, count: usize) -> Vec<P2pConfig> {
+    let ca = ChainCa::generate("test chain").expect("a CA");
+    let (ca_pem, _) = ca.to_pem();
+    write_new(&dir.join("ca.pem"), &ca_pem, false).expect("writes");
+    let mut configs: Vec<P2pConfig> = (0..count)
+        .map(|i| {
+            let identity = ca.issue(&format!("node{i}.stave")).expect("a certificate");
+            let (cert, key) = identity.to_pem();
+            let (cert_path, key_path) = (
+                dir.join(format!("node{i}.pem")),
+                dir.join(format!("node{i}.key")),
+            );
+            write_new(&cert_path, &cert, false).expect("writes");
+            write_new(&key_path, &key, true).expect("writes");
+            P2pConfig {
+                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                ca: dir.join("ca.pem"),
+                cert: cert_path,
+                key: key_path,
+                allowed: vec![identity.node_id().expect("an id")],
+                peers: Vec::new(),
+            }
+        })
+        .collect();
+    let allowed: Vec<_> = configs
+        .iter()
+        .flat_map(|config| config.allowed.clone())
+        .collect();
+    for config in &mut configs {
+        config.allowed.clone_from(&allowed);
+    }
+    configs
+}
