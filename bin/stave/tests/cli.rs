@@ -160,7 +160,7 @@ fn encoded_block() -> Vec<u8> {
     use stave_primitives::{Block, Header};
     let builder = stave_sdk::TxBuilder::new(1337, 7);
     let transactions =
-        stave_sdk::signed_workload(stave_sdk::WorkloadKind::Transfer, &builder, 3).expect("signs");
+        stave_sdk::signed_workload(stave_sdk::Workload::Transfer, &builder, 3).expect("signs");
     let mut block = Block {
         header: Header {
             number: 42,

@@ -7,13 +7,13 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use stave_codec::{decode_transactions, encode_transactions, rlp_list};
-use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
+use stave_sdk::{TxBuilder, Workload, signed_workload};
 
 const BLOCK_TXS: usize = 2_500;
 
 fn decode(c: &mut Criterion) {
     let txs = signed_workload(
-        WorkloadKind::Transfer,
+        Workload::Transfer,
         &TxBuilder::new(1337, 1_000_000_000),
         BLOCK_TXS,
     )

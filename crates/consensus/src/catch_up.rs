@@ -306,8 +306,7 @@ mod tests {
     fn three_transfers() -> stave_primitives::Block {
         let builder = stave_sdk::TxBuilder::eip1559(1, 2_000_000_000, 1);
         let transactions =
-            stave_sdk::signed_workload(stave_sdk::WorkloadKind::Transfer, &builder, 3)
-                .expect("signs");
+            stave_sdk::signed_workload(stave_sdk::Workload::Transfer, &builder, 3).expect("signs");
         stave_primitives::Block {
             header: stave_primitives::Header::default(),
             transactions,

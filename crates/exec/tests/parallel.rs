@@ -271,17 +271,15 @@ fn a_block_whose_speculator_starts_late_still_equals_serial() {
 
 #[test]
 fn the_mixed_workload_deploys_reverts_and_is_identical_in_parallel() {
-    use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
-    let token = Address::repeat_byte(0xe2);
-    let kind = WorkloadKind::Mixed {
-        token,
-        hot: Address::repeat_byte(0x40),
-    };
+    use stave_sdk::{Targets, TxBuilder, Workload, signed_workload};
     let count = 200;
-    let state =
-        stave_exec::MemoryState::from_genesis(&workload_genesis(CHAIN_ID, count, Some(token)));
+    let state = stave_exec::MemoryState::from_genesis(&Workload::Mixed.genesis(
+        CHAIN_ID,
+        count,
+        &Targets::default(),
+    ));
     let signed = signed_workload(
-        kind,
+        Workload::Mixed,
         &TxBuilder::new(CHAIN_ID, 2 * u128::from(BASE_FEE)),
         count as usize,
     )

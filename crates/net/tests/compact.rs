@@ -10,11 +10,11 @@ use stave_net::{
     decode_compact,
 };
 use stave_primitives::{Block, DEFAULT_BASE_FEE, Header, SignedTx};
-use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
+use stave_sdk::{TxBuilder, Workload, signed_workload};
 
 fn transfers(count: usize) -> Vec<SignedTx> {
     let builder = TxBuilder::eip1559(1337, 2 * u128::from(DEFAULT_BASE_FEE), 1);
-    signed_workload(WorkloadKind::Transfer, &builder, count).expect("signs")
+    signed_workload(Workload::Transfer, &builder, count).expect("signs")
 }
 
 fn block(number: u64, txs: &[SignedTx]) -> Vec<u8> {

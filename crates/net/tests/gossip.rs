@@ -23,7 +23,7 @@ use stave_net::{
 use stave_primitives::{
     Address, Block, ChainSpec, DEFAULT_BASE_FEE, DEV_GAS_LIMIT, Header, SignedTx,
 };
-use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
+use stave_sdk::{TxBuilder, Workload, signed_workload};
 use stave_txpool::{PoolConfig, TxPool};
 use stave_verify::SenderCache;
 use support::{Chain, LIMIT, eventually};
@@ -68,7 +68,7 @@ fn pool() -> Arc<Pool> {
 
 fn transfers(count: usize) -> Vec<SignedTx> {
     let builder = TxBuilder::eip1559(CHAIN, 2 * u128::from(DEFAULT_BASE_FEE), 1);
-    signed_workload(WorkloadKind::Transfer, &builder, count).expect("signs")
+    signed_workload(Workload::Transfer, &builder, count).expect("signs")
 }
 
 fn raw(txs: &[SignedTx]) -> Vec<Bytes> {

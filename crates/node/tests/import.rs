@@ -9,7 +9,7 @@ use stave_primitives::{
     encode_stored_diff,
 };
 use stave_sdk::{
-    LocalSigner, TxBuilder, WorkloadKind, contracts::stave_token_balance_slot, signed_workload,
+    LocalSigner, TxBuilder, Workload, contracts::stave_token_balance_slot, signed_workload,
     workload_genesis,
 };
 use stave_storage::{
@@ -51,7 +51,7 @@ fn signed(make: impl Fn(u64) -> TypedTransaction) -> Vec<SignedTx> {
 /// Three blocks: transfers, ERC-20 transfers, then transfers again.
 fn build_chain(chain: &mut Chain<'_>) -> Vec<Vec<u8>> {
     let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
-    let transfers = signed_workload(WorkloadKind::Transfer, &builder, 40).expect("signs");
+    let transfers = signed_workload(Workload::Transfer, &builder, 40).expect("signs");
     let erc20 =
         signed(|_| builder.erc20_transfer(1, TOKEN, Address::repeat_byte(7), U256::from(5)));
     let again = signed(|_| builder.transfer(2, Address::repeat_byte(9), U256::from(1)));

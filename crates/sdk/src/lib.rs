@@ -36,5 +36,6 @@ pub use nonce::{NonceAction, NonceManager};
 pub use rpc::{MAX_MESSAGE_SIZE, REQUEST_TIMEOUT, RpcClient};
 pub use signer::{LocalSigner, RawTx};
 pub use workload::{
-    DEPLOY_GAS, WorkloadKind, sign_batch, signed_workload, signed_workload_range, workload_genesis,
+    DEPLOY_GAS, Targets, Workload, sign_batch, signed_workload, signed_workload_range,
+    workload_genesis,
 };

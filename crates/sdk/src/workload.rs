@@ -7,8 +7,10 @@ use alloy_primitives::{Address, B256, U256};
 use rayon::prelude::*;
 use stave_primitives::{ChainSpec, SignedTx, dev::dev_account};
 
+use serde::Serialize;
+
 use crate::{
-    builder::TxBuilder,
+    builder::{ERC20_TRANSFER_GAS, TRANSFER_GAS, TxBuilder},
     contracts::{stave_token_balance_slot, stave_token_initcode, stave_token_runtime},
     error::SdkError,
     signer::{LocalSigner, RawTx},
@@ -28,47 +30,114 @@ pub fn sign_batch(
         .collect()
 }
 
-/// What a workload's transactions do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkloadKind {
-    /// ETH transfers between distinct accounts: no two txs touch the same account.
+/// What a workload's transactions do: the one list of workloads the benches, `stave load`
+/// and the tests share. With the `clap` feature it is a command-line value enum; its
+/// value names are the lowercase variant names, as in JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// ETH transfers, each to a fresh address: no two txs touch the same account.
     Transfer,
-    /// ERC-20 `transfer` calls on one token contract, to distinct recipients.
-    Erc20 {
-        /// The token contract.
-        token: Address,
-    },
+    /// ERC-20 `transfer` calls on one token contract, each to a fresh address.
+    Erc20,
     /// ETH transfers that all pay one hot account: every tx conflicts with every other.
-    Conflict {
-        /// The account every tx pays.
-        hot: Address,
-    },
+    Conflict,
     /// All of the above plus contract deploys and reverting calls, in turn: tx `i` is a
-    /// transfer, an ERC-20 transfer, a payment to `hot`, a deploy of the repo's ERC-20, or
-    /// an ERC-20 transfer of more than the sender holds (it reverts), by `i % 5`.
-    Mixed {
-        /// The token contract.
-        token: Address,
-        /// The account the conflicting payments go to.
-        hot: Address,
-    },
+    /// transfer, an ERC-20 transfer, a payment to the hot account, a deploy of the repo's
+    /// ERC-20, or an ERC-20 transfer of more than the sender holds (it reverts), by `i % 5`.
+    Mixed,
+}
+
+/// The fixed addresses a workload's transactions name besides their senders and fresh
+/// recipients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Targets {
+    /// The token contract of the `erc20` and `mixed` workloads.
+    pub token: Address,
+    /// The account the `conflict` workload (and every fifth `mixed` tx) pays.
+    pub hot: Address,
+}
+
+impl Default for Targets {
+    /// The addresses the benches use: a token the genesis holds ([`Workload::genesis`])
+    /// and a hot account no sender is.
+    fn default() -> Self {
+        Targets {
+            token: Address::repeat_byte(0xe2),
+            hot: Address::repeat_byte(0x40),
+        }
+    }
 }
 
 /// Gas limit of the mixed workload's deploys (the repo's ERC-20 needs ~394,000).
 pub const DEPLOY_GAS: u64 = 500_000;
 
-impl WorkloadKind {
+impl Workload {
+    /// Every workload, in declaration order.
+    pub const ALL: [Workload; 4] = [
+        Workload::Transfer,
+        Workload::Erc20,
+        Workload::Conflict,
+        Workload::Mixed,
+    ];
+
+    /// The workload's name on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Transfer => "transfer",
+            Workload::Erc20 => "erc20",
+            Workload::Conflict => "conflict",
+            Workload::Mixed => "mixed",
+        }
+    }
+
+    /// Whether its transactions call the token contract (which must then exist).
+    pub fn uses_token(self) -> bool {
+        matches!(self, Workload::Erc20 | Workload::Mixed)
+    }
+
+    /// How many of its first `txs` transactions revert by design (mixed: every fifth).
+    pub fn reverts(self, txs: usize) -> usize {
+        match self {
+            Workload::Mixed => txs / 5,
+            _ => 0,
+        }
+    }
+
+    /// The most gas any of its transactions may use: what a sender is funded for.
+    pub fn max_gas(self) -> u64 {
+        match self {
+            Workload::Transfer | Workload::Conflict => TRANSFER_GAS,
+            Workload::Erc20 => ERC20_TRANSFER_GAS,
+            Workload::Mixed => DEPLOY_GAS,
+        }
+    }
+
+    /// The most wei any of its transactions sends.
+    pub fn max_value(self) -> U256 {
+        match self {
+            Workload::Erc20 => U256::ZERO,
+            Workload::Transfer | Workload::Conflict | Workload::Mixed => U256::from(1),
+        }
+    }
+
     /// Transaction `index` of this workload, with `nonce`; recipients are addresses
     /// derived from `index` that no sender uses.
-    pub fn tx(&self, builder: &TxBuilder, index: u64, nonce: u64) -> TypedTransaction {
+    pub fn tx(
+        self,
+        builder: &TxBuilder,
+        targets: &Targets,
+        index: u64,
+        nonce: u64,
+    ) -> TypedTransaction {
         let one = U256::from(1);
-        match *self {
-            WorkloadKind::Transfer => builder.transfer(nonce, recipient(index), one),
-            WorkloadKind::Erc20 { token } => {
-                builder.erc20_transfer(nonce, token, recipient(index), one)
-            }
-            WorkloadKind::Conflict { hot } => builder.transfer(nonce, hot, one),
-            WorkloadKind::Mixed { token, hot } => match index % 5 {
+        let Targets { token, hot } = *targets;
+        match self {
+            Workload::Transfer => builder.transfer(nonce, recipient(index), one),
+            Workload::Erc20 => builder.erc20_transfer(nonce, token, recipient(index), one),
+            Workload::Conflict => builder.transfer(nonce, hot, one),
+            Workload::Mixed => match index % 5 {
                 0 => builder.transfer(nonce, recipient(index), one),
                 1 => builder.erc20_transfer(nonce, token, recipient(index), one),
                 2 => builder.transfer(nonce, hot, one),
@@ -77,22 +146,34 @@ impl WorkloadKind {
             },
         }
     }
+
+    /// A genesis for [`signed_workload`] of this workload: see [`workload_genesis`]; the
+    /// token is deployed at `targets.token` when the workload uses one.
+    pub fn genesis(self, chain_id: u64, accounts: u64, targets: &Targets) -> ChainSpec {
+        workload_genesis(
+            chain_id,
+            accounts,
+            self.uses_token().then_some(targets.token),
+        )
+    }
 }
 
-/// `count` signed transactions: tx i is sent by dev account i with nonce 0, to an address
-/// derived from i that no sender uses. Signed in parallel.
+/// `count` signed transactions of `workload` with the default [`Targets`]: tx i is sent by
+/// dev account i with nonce 0, to an address derived from i that no sender uses. Signed
+/// in parallel.
 pub fn signed_workload(
-    kind: WorkloadKind,
+    workload: Workload,
     builder: &TxBuilder,
     count: usize,
 ) -> Result<Vec<SignedTx>, SdkError> {
-    signed_workload_range(kind, builder, 0..count as u64)
+    signed_workload_range(workload, &Targets::default(), builder, 0..count as u64)
 }
 
-/// Transactions `range` of [`signed_workload`], so a caller can sign a large workload in
-/// pieces (and show progress between them).
+/// Transactions `range` of [`signed_workload`] naming `targets`, so a caller can sign a
+/// large workload in pieces (and show progress between them).
 pub fn signed_workload_range(
-    kind: WorkloadKind,
+    workload: Workload,
+    targets: &Targets,
     builder: &TxBuilder,
     range: std::ops::Range<u64>,
 ) -> Result<Vec<SignedTx>, SdkError> {
@@ -101,7 +182,7 @@ pub fn signed_workload_range(
         .map(|i| {
             let account = dev_account(i);
             let signer = LocalSigner::from_secret(&account.secret)?;
-            Ok(signer.sign_tx(kind.tx(builder, i, 0)))
+            Ok(signer.sign_tx(workload.tx(builder, targets, i, 0)))
         })
         .collect()
 }
@@ -141,6 +222,16 @@ fn recipient(i: u64) -> Address {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn value_names_are_the_json_names() {
+        for workload in Workload::ALL {
+            let json = serde_json::to_value(workload).expect("serializes");
+            assert_eq!(json, workload.name());
+        }
+        assert_eq!(Workload::Mixed.reverts(10), 2);
+        assert_eq!(Workload::Mixed.reverts(9), 1);
+    }
 
     #[test]
     fn batch_keeps_order_and_equals_serial_signing() {

@@ -6,7 +6,7 @@ use std::sync::{
     atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
 };
 
-use alloy_primitives::{Address, B256, Bytes, U256, map::HashMap};
+use alloy_primitives::{Address, B256, U256, map::HashMap};
 use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, RwLock};
 use stave_primitives::{StateDiff, StateError};

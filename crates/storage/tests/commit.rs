@@ -6,7 +6,7 @@ use stave_exec::{BlockEnv, BlockInput, MemoryState, Mode, execute_serial};
 use stave_primitives::{
     AccountDiff, AccountState, Block, Header, SealedBlock, StateDiff, dev::dev_account,
 };
-use stave_sdk::{TxBuilder, WorkloadKind, signed_workload, workload_genesis};
+use stave_sdk::{TxBuilder, Workload, signed_workload, workload_genesis};
 use stave_storage::{
     KvStore, LmdbStore, StorageError,
     commit::{
@@ -63,7 +63,7 @@ fn genesis() -> Fixture {
 fn block_one(parent: B256, n: usize) -> Fixture {
     let state = MemoryState::from_genesis(&workload_genesis(CHAIN_ID, n as u64, None));
     let txs = signed_workload(
-        WorkloadKind::Transfer,
+        Workload::Transfer,
         &TxBuilder::new(CHAIN_ID, 1_000_000_000),
         n,
     )

@@ -7,13 +7,13 @@ use alloy_consensus::{Signed, TxEnvelope};
 use alloy_primitives::{Signature, U256};
 use stave_codec::{IndexedList, encode_transactions};
 use stave_primitives::{SignedTx, TxError};
-use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
+use stave_sdk::{TxBuilder, Workload, signed_workload};
 use stave_verify::{SenderCache, Verifier, VerifyError, verify_serial};
 
 const CHAIN_ID: u64 = 1337;
 
 fn block(n: usize) -> Vec<SignedTx> {
-    signed_workload(WorkloadKind::Transfer, &TxBuilder::new(CHAIN_ID, 7), n).expect("signs")
+    signed_workload(Workload::Transfer, &TxBuilder::new(CHAIN_ID, 7), n).expect("signs")
 }
 
 /// The same transaction with its signature's `s` replaced.
@@ -86,7 +86,7 @@ fn a_high_s_signature_is_rejected() {
 
 #[test]
 fn a_wrong_chain_id_is_rejected() {
-    let txs = signed_workload(WorkloadKind::Transfer, &TxBuilder::new(1, 7), 3).expect("signs");
+    let txs = signed_workload(Workload::Transfer, &TxBuilder::new(1, 7), 3).expect("signs");
     let mut verifier = Verifier::new(CHAIN_ID, 2, None);
     let err = verifier.verify(txs).unwrap_err();
     assert!(

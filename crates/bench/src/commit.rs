@@ -7,92 +7,120 @@
 //! written, its state pushed as a diff layer over the first block's, to be flushed later
 //! with other blocks').
 
-use std::{path::Path, time::Duration};
+use std::{fmt, path::Path, time::Duration, time::Instant};
 
-use clap::Args;
 use serde::Serialize;
 use stave_node::{Chain, Parallelism, PreparedBlock};
 use stave_primitives::ChainSpec;
-use stave_sdk::{TxBuilder, signed_workload_range};
+use stave_sdk::{Targets, TxBuilder, Workload, signed_workload_range};
 use stave_storage::{
     KvStore, LmdbStore,
     commit::{BlockState, BlockToCommit, encode_block_batch},
 };
 use stave_verify::verify_serial;
 
-use super::{BlockArgs, CHAIN_ID, Output, Workload, median, median_time, micros, ratio, threads};
+use crate::{
+    BenchError, BlockConfig, CHAIN_ID, GAS_PRICE, ensure, median, median_time, micros, ratio,
+    threads,
+};
 
-/// Arguments of `stave bench commit`.
-#[derive(Debug, Args)]
-pub struct CommitArgs {
+/// The block `stave bench commit` commits.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct CommitConfig {
     /// What the block's transactions do.
-    #[arg(long, value_enum, default_value_t = Workload::Transfer)]
-    workload: Workload,
-    #[command(flatten)]
-    block: BlockArgs,
-    #[command(flatten)]
-    output: Output,
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = Workload::Transfer))]
+    pub workload: Workload,
+    /// The block and its runs.
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub block: BlockConfig,
 }
 
-/// The JSON line: the figures of everything a block writes, and those of a node's commit.
-#[derive(Debug, Serialize)]
-struct Report {
-    workload: Workload,
-    block_txs: usize,
-    threads: usize,
+/// What the commit bench measured: the figures of everything a block writes at the top
+/// level of its JSON line, those of a node's commit under `journaled`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommitReport {
+    /// What the block's transactions did.
+    pub workload: Workload,
+    /// Transactions in the block.
+    pub block_txs: usize,
+    /// Threads the parallel encoding used.
+    pub threads: usize,
+    /// Everything the block writes.
     #[serde(flatten)]
-    applied: Figures,
-    journaled: NodeCommit,
+    pub applied: Figures,
+    /// A node's commit of the block.
+    pub journaled: NodeCommit,
+    /// Timed runs per mode.
+    #[serde(skip)]
+    pub runs: usize,
 }
 
 /// A node's commit of the block (`Chain::commit`), serially and in parallel (the block
 /// written while its state layer is prepared beside it).
-#[derive(Debug, Serialize)]
-struct NodeCommit {
-    serial_commit_us: f64,
-    parallel_commit_us: f64,
-    speedup_commit: f64,
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeCommit {
+    /// Serially.
+    pub serial_commit_us: f64,
+    /// In parallel.
+    pub parallel_commit_us: f64,
+    /// Serial over parallel.
+    pub speedup_commit: f64,
 }
 
 /// One way of committing the block: its encoding serially and in parallel, and its write.
-#[derive(Debug, Serialize)]
-struct Figures {
-    serial_encode_us: f64,
-    parallel_encode_us: f64,
-    speedup_encode: f64,
-    write_us: f64,
-    serial_commit_us: f64,
-    parallel_commit_us: f64,
-    speedup_commit: f64,
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    /// Encoding the batch serially.
+    pub serial_encode_us: f64,
+    /// Encoding it in parallel.
+    pub parallel_encode_us: f64,
+    /// Serial over parallel encoding.
+    pub speedup_encode: f64,
+    /// Writing the batch.
+    pub write_us: f64,
+    /// Serial encoding and the write.
+    pub serial_commit_us: f64,
+    /// Parallel encoding and the write.
+    pub parallel_commit_us: f64,
+    /// Serial over parallel commit.
+    pub speedup_commit: f64,
+}
+
+/// A fresh temporary directory.
+fn tempdir() -> Result<tempfile::TempDir, BenchError> {
+    tempfile::tempdir().map_err(BenchError::io("making a data dir"))
 }
 
 /// Runs the commit bench.
-pub fn run(args: CommitArgs) -> anyhow::Result<()> {
-    let n = args.block.block_txs;
+pub fn run(config: &CommitConfig) -> Result<CommitReport, BenchError> {
+    let n = config.block.block_txs;
     // Two blocks of the workload from distinct senders: the first makes the chain a node's
     // (a state layer under the one the second pushes); the second is measured.
-    let (kind, spec) = args.workload.setup(2 * n);
-    let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
-    let chain_dir = tempfile::tempdir()?;
+    let targets = Targets::default();
+    let spec = config.workload.genesis(CHAIN_ID, 2 * n as u64, &targets);
+    let builder = TxBuilder::new(CHAIN_ID, GAS_PRICE);
+    let chain_dir = tempdir()?;
     let chain_store = LmdbStore::open(chain_dir.path(), 1 << 30)?;
     let chain = Chain::open(&chain_store, &spec, threads())?;
     let mut blocks = Vec::with_capacity(2);
     for (number, txs) in (1u64..).zip([0..n as u64, n as u64..2 * n as u64]) {
-        let recovered = verify_serial(signed_workload_range(kind, &builder, txs)?, CHAIN_ID, None)?;
+        let signed = signed_workload_range(config.workload, &targets, &builder, txs)?;
+        let recovered = verify_serial(signed, CHAIN_ID, None)?;
         let mut prepared = chain.prepare(&recovered, 1_700_000_000 + number)?;
         blocks.push(prepared.clone());
         chain.commit(&mut prepared)?;
     }
     let [parent, prepared] = <[PreparedBlock; 2]>::try_from(blocks)
-        .map_err(|_| anyhow::anyhow!("two blocks were prepared"))?;
-    let dir = tempfile::tempdir()?;
-    let runs = args.block.runs;
+        .map_err(|_| BenchError::Check("two blocks were prepared".into()))?;
+    let dir = tempdir()?;
+    let runs = config.block.runs;
     let applied = BlockToCommit {
         state: BlockState::Applied(&prepared.diff),
         ..prepared.input()
     };
-    let report = Report {
-        workload: args.workload,
+    Ok(CommitReport {
+        workload: config.workload,
         block_txs: n,
         threads: threads(),
         applied: measure(&applied, &spec, &dir.path().join("applied"), runs)?,
@@ -103,30 +131,38 @@ pub fn run(args: CommitArgs) -> anyhow::Result<()> {
             &dir.path().join("journaled"),
             runs,
         )?,
-    };
-    println!(
-        "commit stage, {n} txs ({:?}), {} threads, median of {runs} runs",
-        report.workload, report.threads
-    );
-    let applied = &report.applied;
-    println!(
-        "everything a block writes: encode serial {:.0} µs, parallel {:.0} µs ({:.2}x); \
-         write {:.0} µs; commit serial {:.0} µs, parallel {:.0} µs ({:.2}x)",
-        applied.serial_encode_us,
-        applied.parallel_encode_us,
-        applied.speedup_encode,
-        applied.write_us,
-        applied.serial_commit_us,
-        applied.parallel_commit_us,
-        applied.speedup_commit
-    );
-    let node = &report.journaled;
-    println!(
-        "a node's commit (state journaled, pushed as a layer): commit serial {:.0} µs, \
-         parallel {:.0} µs ({:.2}x)",
-        node.serial_commit_us, node.parallel_commit_us, node.speedup_commit
-    );
-    args.output.finish(&report)
+        runs,
+    })
+}
+
+impl fmt::Display for CommitReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "commit stage, {} txs ({:?}), {} threads, median of {} runs",
+            self.block_txs, self.workload, self.threads, self.runs
+        )?;
+        let applied = &self.applied;
+        writeln!(
+            f,
+            "everything a block writes: encode serial {:.0} µs, parallel {:.0} µs ({:.2}x); \
+             write {:.0} µs; commit serial {:.0} µs, parallel {:.0} µs ({:.2}x)",
+            applied.serial_encode_us,
+            applied.parallel_encode_us,
+            applied.speedup_encode,
+            applied.write_us,
+            applied.serial_commit_us,
+            applied.parallel_commit_us,
+            applied.speedup_commit
+        )?;
+        let node = &self.journaled;
+        writeln!(
+            f,
+            "a node's commit (state journaled, pushed as a layer): commit serial {:.0} µs, \
+             parallel {:.0} µs ({:.2}x)",
+            node.serial_commit_us, node.parallel_commit_us, node.speedup_commit
+        )
+    }
 }
 
 /// Times `Chain::commit` of `prepared` both ways (median of `runs`), each run on a fresh
@@ -138,15 +174,15 @@ fn measure_node(
     spec: &ChainSpec,
     dir: &Path,
     runs: usize,
-) -> anyhow::Result<NodeCommit> {
-    let commit = |parallelism: Parallelism, name: &str| -> anyhow::Result<Duration> {
+) -> Result<NodeCommit, BenchError> {
+    let commit = |parallelism: Parallelism, name: &str| -> Result<Duration, BenchError> {
         let mut times = Vec::with_capacity(runs);
         for run in 0..runs.max(1) {
             let store = LmdbStore::open(&dir.join(format!("{name}-{run}")), 1 << 30)?;
             let chain = Chain::open_with(&store, spec, threads(), parallelism, None)?;
             chain.commit(&mut parent.clone())?;
             let mut block = prepared.clone();
-            let start = std::time::Instant::now();
+            let start = Instant::now();
             chain.commit(&mut block)?;
             times.push(start.elapsed());
         }
@@ -168,8 +204,11 @@ fn measure(
     spec: &ChainSpec,
     dir: &Path,
     runs: usize,
-) -> anyhow::Result<Figures> {
-    anyhow::ensure!(encode_block_batch(input, true) == encode_block_batch(input, false));
+) -> Result<Figures, BenchError> {
+    ensure(
+        encode_block_batch(input, true) == encode_block_batch(input, false),
+        || "parallel encoding differs from serial".into(),
+    )?;
     let serial = median_time(runs, || encode_block_batch(input, false));
     let parallel = median_time(runs, || encode_block_batch(input, true));
     // Each write goes to a fresh data dir, so every run writes the same new keys; opening
@@ -179,7 +218,7 @@ fn measure(
         let store = LmdbStore::open(&dir.join(run.to_string()), 1 << 30)?;
         Chain::open(&store, spec, 1)?;
         let batch = encode_block_batch(input, true);
-        let start = std::time::Instant::now();
+        let start = Instant::now();
         store.write(batch)?;
         writes.push(start.elapsed());
     }

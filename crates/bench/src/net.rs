@@ -4,82 +4,93 @@
 
 use std::{
     collections::HashSet,
+    fmt,
     time::{Duration, Instant},
 };
 
-use anyhow::Context;
 use bytes::Bytes;
-use clap::Args;
 use serde::Serialize;
 use stave_codec::{encode_block, encode_indexed};
 use stave_net::{
     BlockParts, ChainCa, Frame, FrameConfig, Network, NetworkConfig, NodeTls, ProtocolId,
     StaticPeer, encode_frame, frame::VERSION,
 };
-use stave_primitives::{Address, Block, Header, SignedTx};
-use stave_sdk::{TxBuilder, WorkloadKind, signed_workload};
+use stave_primitives::{Block, Header, SignedTx};
+use stave_sdk::{TxBuilder, Workload, signed_workload};
 
-use super::{Output, median, median_time, ratio};
+use crate::{
+    BenchError, CHAIN_ID, GAS_PRICE, codec::blocks_of_txs, ensure, median, median_time, ratio,
+};
 
-/// Arguments of `stave bench net`.
-#[derive(Debug, Args)]
-pub struct NetArgs {
+/// The payloads `stave bench net` measures, and how much it sends.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct NetConfig {
     /// Transactions in the transfer block.
-    #[arg(long, default_value_t = 2_500)]
-    block_txs: usize,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 2_500))]
+    pub block_txs: usize,
     /// Transactions in the ERC-20 block.
-    #[arg(long, default_value_t = 1_000)]
-    erc20_txs: usize,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1_000))]
+    pub erc20_txs: usize,
     /// Transactions in a gossip batch.
-    #[arg(long, default_value_t = 1_000)]
-    batch_txs: usize,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1_000))]
+    pub batch_txs: usize,
     /// Timed runs of each compression; the median is reported.
-    #[arg(long, default_value_t = 30)]
-    runs: usize,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 30))]
+    pub runs: usize,
     /// Megabytes of payload each loopback run sends. A run must outlast its start: the
     /// sender first fills the peer's send queue (1,024 frames, ~280 MB of transfer
     /// blocks) as fast as it can encode, and a run shorter than that times the burst,
     /// not the flow.
-    #[arg(long, default_value_t = 1_000)]
-    loopback_mb: usize,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1_000))]
+    pub loopback_mb: usize,
     /// Loopback runs per mode, interleaved; the median is reported.
-    #[arg(long, default_value_t = 3)]
-    loopback_runs: usize,
-    #[command(flatten)]
-    output: Output,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 3))]
+    pub loopback_runs: usize,
 }
 
 /// One payload's sizes and Snappy speeds.
-#[derive(Debug, Serialize)]
-struct PayloadReport {
-    payload: &'static str,
+#[derive(Debug, Clone, Serialize)]
+pub struct PayloadReport {
+    /// Which payload.
+    pub payload: &'static str,
     /// The frame as it would go uncompressed (header included).
-    raw_bytes: usize,
+    pub raw_bytes: usize,
     /// The frame as sent (compressed above 1 KiB; for the compact block, its compact form).
-    wire_bytes: usize,
-    ratio: f64,
-    compress_mb_s: f64,
-    decompress_mb_s: f64,
+    pub wire_bytes: usize,
+    /// Wire over raw.
+    pub ratio: f64,
+    /// Snappy compression speed.
+    pub compress_mb_s: f64,
+    /// Snappy decompression speed.
+    pub decompress_mb_s: f64,
 }
 
 /// Loopback throughput of payload bytes, compression off and on.
-#[derive(Debug, Serialize)]
-struct LoopbackReport {
-    payload: &'static str,
-    mb_s_plain: f64,
-    mb_s_compressed: f64,
+#[derive(Debug, Clone, Serialize)]
+pub struct LoopbackReport {
+    /// Which payload.
+    pub payload: &'static str,
+    /// Compression off.
+    pub mb_s_plain: f64,
+    /// Compression on.
+    pub mb_s_compressed: f64,
     /// Throughput lost to compression: 1 - compressed / plain.
-    compression_cost: f64,
+    pub compression_cost: f64,
 }
 
-#[derive(Debug, Serialize)]
-struct Report {
-    payloads: Vec<PayloadReport>,
-    loopback: LoopbackReport,
-    loopback_erc20: LoopbackReport,
+/// What the net bench measured: its JSON line, and as text its table.
+#[derive(Debug, Clone, Serialize)]
+pub struct NetReport {
+    /// Sizes and Snappy speeds per payload.
+    pub payloads: Vec<PayloadReport>,
+    /// Loopback throughput of transfer blocks.
+    pub loopback: LoopbackReport,
+    /// Loopback throughput of ERC-20 blocks.
+    pub loopback_erc20: LoopbackReport,
 }
 
-fn block(txs: Vec<SignedTx>) -> anyhow::Result<Vec<u8>> {
+fn block(txs: Vec<SignedTx>) -> Result<Vec<u8>, BenchError> {
     let mut block = Block {
         header: Header {
             number: 1,
@@ -112,7 +123,7 @@ fn measure(
     payload: &[u8],
     raw_of: &[u8],
     runs: usize,
-) -> anyhow::Result<PayloadReport> {
+) -> Result<PayloadReport, BenchError> {
     let config = FrameConfig::default();
     let raw_bytes = encode_frame(
         &frame(Bytes::copy_from_slice(raw_of)),
@@ -124,7 +135,10 @@ fn measure(
     .len();
     let wire_bytes = encode_frame(&frame(Bytes::copy_from_slice(payload)), &config)?.len();
     let compressed = snap::raw::Encoder::new().compress_vec(payload)?;
-    anyhow::ensure!(snap::raw::Decoder::new().decompress_vec(&compressed)? == payload);
+    let decompressed = snap::raw::Decoder::new().decompress_vec(&compressed)?;
+    ensure(decompressed == payload, || {
+        "Snappy round trip differs".into()
+    })?;
     let compress = median_time(runs, || snap::raw::Encoder::new().compress_vec(payload));
     let decompress = median_time(runs, || {
         snap::raw::Decoder::new().decompress_vec(&compressed)
@@ -140,7 +154,7 @@ fn measure(
 }
 
 /// Two nodes of one chain on loopback, the second dialling the first.
-async fn pair(ca: &ChainCa, frame: FrameConfig) -> anyhow::Result<(Network, Network)> {
+async fn pair(ca: &ChainCa, frame: FrameConfig) -> Result<(Network, Network), BenchError> {
     let identities = [ca.issue("node0.stave")?, ca.issue("node1.stave")?];
     let ids = [identities[0].node_id()?, identities[1].node_id()?];
     let allowed: HashSet<_> = ids.into();
@@ -148,7 +162,7 @@ async fn pair(ca: &ChainCa, frame: FrameConfig) -> anyhow::Result<(Network, Netw
         let mut config = NetworkConfig::new(([127, 0, 0, 1], 0).into(), peers);
         config.frame = frame;
         let tls = NodeTls::new(&ca.certificate(), &identities[i], allowed.clone());
-        async move { anyhow::Ok(Network::start(config, tls?, ids[i]).await?) }
+        async move { Ok::<_, BenchError>(Network::start(config, tls?, ids[i]).await?) }
     };
     let receiver = start(0, vec![]).await?;
     let sender = start(
@@ -161,7 +175,9 @@ async fn pair(ca: &ChainCa, frame: FrameConfig) -> anyhow::Result<(Network, Netw
     .await?;
     let deadline = Instant::now() + Duration::from_secs(10);
     while sender.peers().is_empty() || receiver.peers().is_empty() {
-        anyhow::ensure!(Instant::now() < deadline, "loopback peers did not connect");
+        ensure(Instant::now() < deadline, || {
+            "loopback peers did not connect".into()
+        })?;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     Ok((sender, receiver))
@@ -174,7 +190,7 @@ async fn loopback(
     compress: bool,
     payload: &Bytes,
     total: usize,
-) -> anyhow::Result<Duration> {
+) -> Result<Duration, BenchError> {
     let config = FrameConfig {
         compress_above: compress.then_some(1024),
         ..FrameConfig::default()
@@ -191,15 +207,17 @@ async fn loopback(
             for _ in 0..frames {
                 sender.send(peer, &frame).await?;
             }
-            anyhow::Ok(())
+            Ok::<_, BenchError>(())
         })
     };
     for _ in 0..frames {
         let got = tokio::time::timeout(Duration::from_secs(60), inbox.recv())
             .await
-            .context("loopback stalled")?
-            .context("loopback closed")?;
-        anyhow::ensure!(got.frame.payload.len() == payload.len());
+            .map_err(|_| BenchError::Check("loopback stalled".into()))?
+            .ok_or_else(|| BenchError::Check("loopback closed".into()))?;
+        ensure(got.frame.payload.len() == payload.len(), || {
+            "a loopback frame changed size".into()
+        })?;
     }
     let elapsed = start.elapsed();
     sending.await??;
@@ -212,11 +230,11 @@ async fn loopback_report(
     ca: &ChainCa,
     name: &'static str,
     payload: &Bytes,
-    args: &NetArgs,
-) -> anyhow::Result<LoopbackReport> {
-    let total = args.loopback_mb << 20;
+    config: &NetConfig,
+) -> Result<LoopbackReport, BenchError> {
+    let total = config.loopback_mb << 20;
     let (mut plain, mut compressed) = (Vec::new(), Vec::new());
-    for _ in 0..args.loopback_runs.max(1) {
+    for _ in 0..config.loopback_runs.max(1) {
         plain.push(loopback(ca, false, payload, total).await?);
         compressed.push(loopback(ca, true, payload, total).await?);
     }
@@ -232,12 +250,10 @@ async fn loopback_report(
 }
 
 /// Runs the net bench.
-pub fn run(args: NetArgs) -> anyhow::Result<()> {
-    let builder = TxBuilder::new(stave_primitives::dev::DEV_CHAIN_ID, 1_000_000_000);
-    let transfers = signed_workload(WorkloadKind::Transfer, &builder, args.block_txs)?;
-    let token = Address::with_last_byte(0xe2);
-    let erc20 = signed_workload(WorkloadKind::Erc20 { token }, &builder, args.erc20_txs)?;
-    let batch: Vec<Vec<u8>> = signed_workload(WorkloadKind::Transfer, &builder, args.batch_txs)?
+pub fn run(config: &NetConfig) -> Result<NetReport, BenchError> {
+    let (transfers, erc20) = blocks_of_txs(config.block_txs, config.erc20_txs)?;
+    let builder = TxBuilder::new(CHAIN_ID, GAS_PRICE);
+    let batch: Vec<Vec<u8>> = signed_workload(Workload::Transfer, &builder, config.batch_txs)?
         .iter()
         .map(SignedTx::encoded)
         .collect();
@@ -245,55 +261,55 @@ pub fn run(args: NetArgs) -> anyhow::Result<()> {
     let erc20_block = block(erc20)?;
     let tx_batch = encode_indexed(&batch, |tx, out| out.extend_from_slice(tx))?;
     let compact = BlockParts::from_block(&transfer_block)?.compact().encode();
+    let runs = config.runs;
     let payloads = vec![
-        measure(
-            "transfer_block",
-            &transfer_block,
-            &transfer_block,
-            args.runs,
-        )?,
-        measure("erc20_block", &erc20_block, &erc20_block, args.runs)?,
-        measure("tx_batch", &tx_batch, &tx_batch, args.runs)?,
-        measure(
-            "compact_transfer_block",
-            &compact,
-            &transfer_block,
-            args.runs,
-        )?,
+        measure("transfer_block", &transfer_block, &transfer_block, runs)?,
+        measure("erc20_block", &erc20_block, &erc20_block, runs)?,
+        measure("tx_batch", &tx_batch, &tx_batch, runs)?,
+        measure("compact_transfer_block", &compact, &transfer_block, runs)?,
     ];
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(BenchError::io("starting the async runtime"))?;
     let ca = ChainCa::generate("stave bench chain")?;
     let (loopback, loopback_erc20) = runtime.block_on(async {
         let transfer =
-            loopback_report(&ca, "transfer_block", &Bytes::from(transfer_block), &args).await?;
-        let erc20 = loopback_report(&ca, "erc20_block", &Bytes::from(erc20_block), &args).await?;
-        anyhow::Ok((transfer, erc20))
+            loopback_report(&ca, "transfer_block", &Bytes::from(transfer_block), config).await?;
+        let erc20 = loopback_report(&ca, "erc20_block", &Bytes::from(erc20_block), config).await?;
+        Ok::<_, BenchError>((transfer, erc20))
     })?;
-    let report = Report {
+    Ok(NetReport {
         payloads,
         loopback,
         loopback_erc20,
-    };
-    println!(
-        "{:<24} {:>10} {:>10} {:>7} {:>12} {:>14}",
-        "payload", "raw B", "wire B", "ratio", "compress MB/s", "decompress MB/s"
-    );
-    for p in &report.payloads {
-        println!(
-            "{:<24} {:>10} {:>10} {:>7.3} {:>12.1} {:>14.1}",
-            p.payload, p.raw_bytes, p.wire_bytes, p.ratio, p.compress_mb_s, p.decompress_mb_s
-        );
+    })
+}
+
+impl fmt::Display for NetReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:<24} {:>10} {:>10} {:>7} {:>12} {:>14}",
+            "payload", "raw B", "wire B", "ratio", "compress MB/s", "decompress MB/s"
+        )?;
+        for p in &self.payloads {
+            writeln!(
+                f,
+                "{:<24} {:>10} {:>10} {:>7.3} {:>12.1} {:>14.1}",
+                p.payload, p.raw_bytes, p.wire_bytes, p.ratio, p.compress_mb_s, p.decompress_mb_s
+            )?;
+        }
+        for l in [&self.loopback, &self.loopback_erc20] {
+            writeln!(
+                f,
+                "loopback {:<15} plain {:>8.1} MB/s  compressed {:>8.1} MB/s  cost {:>6.1}%",
+                l.payload,
+                l.mb_s_plain,
+                l.mb_s_compressed,
+                l.compression_cost * 100.0
+            )?;
+        }
+        Ok(())
     }
-    for l in [&report.loopback, &report.loopback_erc20] {
-        println!(
-            "loopback {:<15} plain {:>8.1} MB/s  compressed {:>8.1} MB/s  cost {:>6.1}%",
-            l.payload,
-            l.mb_s_plain,
-            l.mb_s_compressed,
-            l.compression_cost * 100.0
-        );
-    }
-    args.output.finish(&report)
 }

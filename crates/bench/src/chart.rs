@@ -5,7 +5,10 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::BenchError;
+
 /// One stage's times, in milliseconds.
+#[derive(Debug, Clone, Copy)]
 pub struct StageBar {
     /// Stage name.
     pub stage: &'static str,
@@ -16,10 +19,10 @@ pub struct StageBar {
 }
 
 /// Writes the chart to `path`.
-pub fn write_stage_chart(path: &Path, title: &str, bars: &[StageBar]) -> anyhow::Result<()> {
+pub fn write_stage_chart(path: &Path, title: &str, bars: &[StageBar]) -> Result<(), BenchError> {
     let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
     root.fill(&WHITE)
-        .map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
+        .map_err(|e| BenchError::Chart(format!("drawing {}: {e}", path.display())))?;
     let top = bars
         .iter()
         .map(|b| b.serial_ms.max(b.parallel_ms))
@@ -31,7 +34,7 @@ pub fn write_stage_chart(path: &Path, title: &str, bars: &[StageBar]) -> anyhow:
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(0f64..bars.len() as f64, 0f64..top)
-        .map_err(|e| anyhow::anyhow!("chart: {e}"))?;
+        .map_err(|e| BenchError::Chart(format!("chart: {e}")))?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -39,7 +42,7 @@ pub fn write_stage_chart(path: &Path, title: &str, bars: &[StageBar]) -> anyhow:
         .x_label_formatter(&|_| String::new())
         .y_desc("ms")
         .draw()
-        .map_err(|e| anyhow::anyhow!("chart mesh: {e}"))?;
+        .map_err(|e| BenchError::Chart(format!("chart mesh: {e}")))?;
     let series = [("serial", RED.mix(0.7)), ("parallel", BLUE.mix(0.7))];
     for (offset, (name, color)) in series.into_iter().enumerate() {
         let rects = bars.iter().enumerate().map(move |(i, bar)| {
@@ -53,7 +56,7 @@ pub fn write_stage_chart(path: &Path, title: &str, bars: &[StageBar]) -> anyhow:
         });
         chart
             .draw_series(rects)
-            .map_err(|e| anyhow::anyhow!("chart bars: {e}"))?
+            .map_err(|e| BenchError::Chart(format!("chart bars: {e}")))?
             .label(name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
     }
@@ -63,13 +66,13 @@ pub fn write_stage_chart(path: &Path, title: &str, bars: &[StageBar]) -> anyhow:
             let y = bar.serial_ms.max(bar.parallel_ms) + top * 0.07;
             Text::new(bar.stage, (i as f64 + 0.4, y), ("sans-serif", 16))
         }))
-        .map_err(|e| anyhow::anyhow!("chart labels: {e}"))?;
+        .map_err(|e| BenchError::Chart(format!("chart labels: {e}")))?;
     chart
         .configure_series_labels()
         .border_style(BLACK)
         .draw()
-        .map_err(|e| anyhow::anyhow!("chart legend: {e}"))?;
+        .map_err(|e| BenchError::Chart(format!("chart legend: {e}")))?;
     root.present()
-        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        .map_err(|e| BenchError::Chart(format!("writing {}: {e}", path.display())))?;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! `stave bench pipeline`: the main job. Signs a workload, builds blocks of it, then
+//! The main job (`stave bench pipeline`). Signs a workload, builds blocks of it, then
 //! imports them into fresh data dirs three ways and reports each stage's time:
 //! - serial: every stage serial, one block after another (the baseline);
 //! - staged: every stage parallel, one stage at a time, so each stage has the cores to
@@ -12,28 +12,29 @@
 //! machine does not decide the ratios.
 
 use std::{
+    fmt,
+    path::PathBuf,
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use stave_exec::ParallelExecutor;
 use stave_node::{Chain, Parallelism, StageTimes};
-use stave_primitives::{ChainSpec, SignedTx};
-use stave_sdk::{TxBuilder, WorkloadKind, signed_workload_range};
+use stave_primitives::{B256, ChainSpec, SignedTx};
+use stave_sdk::{Targets, TxBuilder, Workload, signed_workload_range};
 use stave_storage::LmdbStore;
 use stave_verify::{SenderCache, Verifier, verify_serial};
 
-use super::{
-    CHAIN_ID, Output, Workload,
+use crate::{
+    BenchError, CHAIN_ID, GAS_PRICE, Progress,
     chart::{StageBar, write_stage_chart},
-    median, ratio, threads,
+    ensure, median, ms, ratio, threads,
 };
 
 /// Whether the verify stage finds senders in the cache (as after txpool admission).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum SenderCacheMode {
     /// Every sender is recovered.
@@ -42,39 +43,38 @@ pub enum SenderCacheMode {
     Warm,
 }
 
-/// Arguments of `stave bench pipeline`.
-#[derive(Debug, Args)]
-pub struct PipelineArgs {
+/// What `stave bench pipeline` imports, and how often.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct PipelineConfig {
     /// What the transactions do.
-    #[arg(long, value_enum, default_value_t = Workload::Transfer)]
-    workload: Workload,
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = Workload::Transfer))]
+    pub workload: Workload,
     /// Transactions in all, one funded sender each: by default 40 blocks over a genesis of
     /// 100,000 accounts, an import's steady state on a state no core's cache holds.
-    // With 10,000 (4 blocks over 10,000 accounts) the first block into each fresh data dir
-    // was a quarter of the import (its parallel execution ~16% slower than the next ones,
-    // its serial ~5%), and the state was small enough to stay in the one core's cache that
-    // serial execution runs on (a serial transfer 1.98 µs at 10,000, 2.33 at 100,000),
-    // while a block split over two cores pulls it into both: transfer execute 1.71 / 1.80
-    // / 1.74x against 1.70 / 1.86 / 1.88x with 100,000, alternated in one hour
-    // (MEASUREMENTS.md, sessions 43 and 47).
-    #[arg(long, default_value_t = 100_000)]
-    txs: usize,
+    // With fewer (4 blocks over 10,000 accounts) the first block into each fresh data dir
+    // was a quarter of the import and slower than the next ones, and the state was small
+    // enough to stay in the one core's cache that serial execution runs on, while a block
+    // split over two cores pulls it into both (MEASUREMENTS.md, sessions 43 and 47).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 100_000))]
+    pub txs: usize,
     /// Transactions per block (FISCO BCOS measured with 2,500).
-    #[arg(long, default_value_t = 2_500)]
-    block_txs: usize,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 2_500))]
+    pub block_txs: usize,
     /// Whether senders are already cached.
-    #[arg(long, value_enum, default_value_t = SenderCacheMode::Cold)]
-    sender_cache: SenderCacheMode,
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = SenderCacheMode::Cold))]
+    pub sender_cache: SenderCacheMode,
     /// Rounds, each a serial import then a parallel one (and a recovery-rate sample);
-    /// every figure reported is the median over the rounds. With 3, back-to-back runs of
-    /// the default transfers gave a commit speedup of 1.50-2.07x; with 9, 1.62-2.04x.
-    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..))]
-    runs: u32,
+    /// every figure reported is the median over the rounds, so one noisy moment of a
+    /// shared machine does not decide a ratio.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..))
+    )]
+    pub runs: u32,
     /// Where to write the stage chart.
-    #[arg(long, default_value = "stave-bench.svg")]
-    svg: std::path::PathBuf,
-    #[command(flatten)]
-    output: Output,
+    #[cfg_attr(feature = "clap", arg(long, default_value = "stave-bench.svg"))]
+    pub svg: PathBuf,
 }
 
 /// The stages reported, then the total.
@@ -91,25 +91,36 @@ enum ImportRun {
     Pipelined,
 }
 
-/// One import run's stage times.
-#[derive(Debug, Serialize)]
-struct RunReport {
-    decode_ms: f64,
-    verify_ms: f64,
-    execute_ms: f64,
-    commit_ms: f64,
-    total_ms: f64,
-    tps: f64,
+/// One import run's stage times, in milliseconds, and its rate.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// Decoding the blocks.
+    pub decode_ms: f64,
+    /// Recovering their senders.
+    pub verify_ms: f64,
+    /// Executing them.
+    pub execute_ms: f64,
+    /// Committing them.
+    pub commit_ms: f64,
+    /// The whole import, wall time.
+    pub total_ms: f64,
+    /// Transactions per second over the whole import.
+    pub tps: f64,
 }
 
 /// Serial over parallel, per stage and in all.
-#[derive(Debug, Serialize)]
-struct Speedup {
-    decode: f64,
-    verify: f64,
-    execute: f64,
-    commit: f64,
-    total: f64,
+#[derive(Debug, Clone, Serialize)]
+pub struct Speedup {
+    /// Decoding.
+    pub decode: f64,
+    /// Recovering senders.
+    pub verify: f64,
+    /// Executing.
+    pub execute: f64,
+    /// Committing.
+    pub commit: f64,
+    /// The whole import.
+    pub total: f64,
 }
 
 impl Speedup {
@@ -138,31 +149,46 @@ impl RunReport {
     }
 }
 
-/// The JSON line.
-#[derive(Debug, Serialize)]
-struct Report {
-    workload: Workload,
-    sender_cache: SenderCacheMode,
-    txs: usize,
-    blocks: usize,
-    threads: usize,
-    runs: u32,
-    serial: RunReport,
+/// What the pipeline bench measured: its JSON line, and as text its table.
+#[derive(Debug, Clone, Serialize)]
+pub struct PipelineReport {
+    /// What the transactions did.
+    pub workload: Workload,
+    /// Whether senders were cached.
+    pub sender_cache: SenderCacheMode,
+    /// Transactions imported.
+    pub txs: usize,
+    /// Blocks imported.
+    pub blocks: usize,
+    /// Threads the parallel stages used.
+    pub threads: usize,
+    /// Rounds the medians are over.
+    pub runs: u32,
+    /// The serial run.
+    pub serial: RunReport,
     /// The pipelined run: the node's import.
-    parallel: RunReport,
+    pub parallel: RunReport,
     /// The staged run: each stage alone on the cores.
-    staged: RunReport,
+    pub staged: RunReport,
     /// Each stage serial over staged; the total serial over pipelined.
-    speedup: Speedup,
+    pub speedup: Speedup,
     /// Serial over pipelined, stage by stage too.
-    pipelined_speedup: Speedup,
-    ecrecover_tps_per_core: f64,
-    bound_tps: f64,
-    bound_ratio: f64,
-}
-
-fn ms(d: Duration) -> f64 {
-    ratio(d.as_secs_f64() * 1e3, 1.0)
+    pub pipelined_speedup: Speedup,
+    /// Signatures one core recovers per second.
+    pub ecrecover_tps_per_core: f64,
+    /// What recovery alone allows on every core: the bound on the import's rate.
+    pub bound_tps: f64,
+    /// The pipelined rate over the bound.
+    pub bound_ratio: f64,
+    /// Transactions per block.
+    #[serde(skip)]
+    pub block_txs: usize,
+    /// The head every import ended at.
+    #[serde(skip)]
+    pub head: B256,
+    /// Where the stage chart was written.
+    #[serde(skip)]
+    pub svg: PathBuf,
 }
 
 /// Imports `blocks` into a fresh data dir on `executor`; returns stage times, wall time
@@ -173,8 +199,8 @@ fn import(
     run: ImportRun,
     executor: &ParallelExecutor,
     cache: Option<Arc<SenderCache>>,
-) -> anyhow::Result<(StageTimes, Duration, stave_primitives::B256)> {
-    let dir = tempfile::tempdir()?;
+) -> Result<(StageTimes, Duration, B256), BenchError> {
+    let dir = tempfile::tempdir().map_err(BenchError::io("making a data dir"))?;
     let store = LmdbStore::open(dir.path(), 16 << 30)?;
     let parallelism = match run {
         ImportRun::Serial => Parallelism::Serial,
@@ -199,7 +225,9 @@ fn import(
     }
     let wall = start.elapsed();
     if let Some(number) = repeated {
-        anyhow::bail!("block {number} was already stored");
+        return Err(BenchError::Check(format!(
+            "block {number} was already stored"
+        )));
     }
     Ok((times, wall, chain.head()?.1))
 }
@@ -255,57 +283,68 @@ fn median_import(imports: &[Import]) -> Import {
     }
 }
 
-/// Signs the workload on all cores in pieces, with a progress bar on stderr.
-fn sign_with_progress(kind: WorkloadKind, count: usize) -> anyhow::Result<Vec<SignedTx>> {
+/// Signs `count` transactions of `workload` on all cores in pieces, telling `progress`
+/// after each.
+fn sign_with_progress(
+    workload: Workload,
+    count: usize,
+    progress: &dyn Progress,
+) -> Result<Vec<SignedTx>, BenchError> {
     const PIECE: u64 = 2_000;
-    let builder = TxBuilder::new(CHAIN_ID, 1_000_000_000);
-    let bar = ProgressBar::new(count as u64).with_style(ProgressStyle::with_template(
-        "signing {bar:40} {pos}/{len} txs, {per_sec}, eta {eta}",
-    )?);
+    let builder = TxBuilder::new(CHAIN_ID, GAS_PRICE);
+    let targets = Targets::default();
+    let total = count as u64;
     let mut txs = Vec::with_capacity(count);
     let mut start = 0;
-    while start < count as u64 {
-        let end = (start + PIECE).min(count as u64);
-        txs.extend(signed_workload_range(kind, &builder, start..end)?);
-        bar.set_position(end);
+    progress.signed(0, total);
+    while start < total {
+        let end = (start + PIECE).min(total);
+        txs.extend(signed_workload_range(
+            workload,
+            &targets,
+            &builder,
+            start..end,
+        )?);
+        progress.signed(end, total);
         start = end;
     }
-    bar.finish_and_clear();
     Ok(txs)
 }
 
-/// Runs the pipeline bench.
-pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
+/// Runs the pipeline bench and writes its stage chart to `config.svg`.
+pub fn run(config: &PipelineConfig, progress: &dyn Progress) -> Result<PipelineReport, BenchError> {
     let threads = threads();
-    let (kind, spec) = args.workload.setup(args.txs);
-    eprintln!(
+    let spec = config
+        .workload
+        .genesis(CHAIN_ID, config.txs as u64, &Targets::default());
+    progress.note(&format!(
         "signing {} {:?} transactions on {threads} threads…",
-        args.txs, args.workload
-    );
-    let txs = sign_with_progress(kind, args.txs)?;
+        config.txs, config.workload
+    ));
+    let txs = sign_with_progress(config.workload, config.txs, progress)?;
     let recovered = Verifier::new(CHAIN_ID, threads, None).verify(txs.clone())?;
 
-    eprintln!("building blocks of {}…", args.block_txs);
-    let build_dir = tempfile::tempdir()?;
+    progress.note(&format!("building blocks of {}…", config.block_txs));
+    let build_dir = tempfile::tempdir().map_err(BenchError::io("making a data dir"))?;
     let build_store = LmdbStore::open(build_dir.path(), 16 << 30)?;
     let mut producer = Chain::open(&build_store, &spec, threads)?;
     let blocks = recovered
-        .chunks(args.block_txs.max(1))
+        .chunks(config.block_txs.max(1))
         .enumerate()
         .map(|(i, chunk)| producer.build(chunk.to_vec(), 1_700_000_000 + i as u64))
         .collect::<Result<Vec<_>, _>>()?;
 
     // Recoveries per second on one core, sampled in every round on this workload's
     // first block.
-    let sample: Vec<_> = txs.iter().take(args.block_txs).cloned().collect();
-    let recovery_rate = || -> anyhow::Result<f64> {
+    let sample: Vec<_> = txs.iter().take(config.block_txs).cloned().collect();
+    let recovery_rate = || -> Result<f64, BenchError> {
         let start = Instant::now();
         verify_serial(sample.clone(), CHAIN_ID, None)?;
         Ok(sample.len() as f64 / start.elapsed().as_secs_f64())
     };
 
-    let cache = (args.sender_cache == SenderCacheMode::Warm).then(|| {
-        let cache = SenderCache::new(args.txs.max(1));
+    let cache = (config.sender_cache == SenderCacheMode::Warm).then(|| {
+        let cache = SenderCache::new(config.txs.max(1));
         recovered
             .iter()
             .for_each(|tx| cache.insert(tx.tx.hash(), tx.sender));
@@ -313,18 +352,18 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
     });
     // One executor for every import, as a node has one for its whole run: a chain of its
     // own per import started each parallel run on new threads with empty buffers, a cost
-    // of the first blocks (~3 ms in a 4-block transfer import) that the serial runs, on
-    // this warm thread, never paid.
-    let executor = ParallelExecutor::new(threads)?;
+    // of the first blocks that the serial runs, on this warm thread, never paid.
+    let executor =
+        ParallelExecutor::new(threads).map_err(BenchError::io("starting the executor"))?;
     let (mut serials, mut stageds, mut pipelineds) = (Vec::new(), Vec::new(), Vec::new());
     let mut rates = Vec::new();
     let mut head = None;
-    for round in 1..=args.runs {
-        eprintln!(
+    for round in 1..=config.runs.max(1) {
+        progress.note(&format!(
             "round {round} of {}: importing {} blocks serially, then staged, then pipelined…",
-            args.runs,
+            config.runs,
             blocks.len()
-        );
+        ));
         rates.push(recovery_rate()?);
         for (run, imports) in [
             (ImportRun::Serial, &mut serials),
@@ -333,28 +372,28 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         ] {
             let (times, wall, ended) = import(&spec, &blocks, run, &executor, cache.clone())?;
             let expected = *head.get_or_insert(ended);
-            anyhow::ensure!(
-                ended == expected,
-                "imports ended at different heads: {ended} ({run:?}, round {round}) vs {expected}"
-            );
+            ensure(ended == expected, || {
+                format!(
+                    "imports ended at different heads: {ended} ({run:?}, round {round}) vs {expected}"
+                )
+            })?;
             imports.push(Import { times, wall });
         }
     }
-    let same_head = head.expect("at least one round");
     rates.sort_by(f64::total_cmp);
     let ecrecover_tps_per_core = rates[rates.len() / 2];
     let serial = median_import(&serials);
     let staged = median_import(&stageds);
     let pipelined = median_import(&pipelineds);
-    let parallel = pipelined.report(args.txs);
+    let parallel = pipelined.report(config.txs);
     let bound_tps = threads as f64 * ecrecover_tps_per_core;
-    let report = Report {
-        workload: args.workload,
-        sender_cache: args.sender_cache,
-        txs: args.txs,
+    let report = PipelineReport {
+        workload: config.workload,
+        sender_cache: config.sender_cache,
+        txs: config.txs,
         blocks: blocks.len(),
         threads,
-        runs: args.runs,
+        runs: config.runs,
         speedup: Speedup {
             total: speed(serial.wall, pipelined.wall),
             ..serial.speedup_over(&staged)
@@ -363,38 +402,16 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         ecrecover_tps_per_core: ratio(ecrecover_tps_per_core, 1.0),
         bound_tps: ratio(bound_tps, 1.0),
         bound_ratio: ratio(parallel.tps, bound_tps),
-        serial: serial.report(args.txs),
-        staged: staged.report(args.txs),
+        serial: serial.report(config.txs),
+        staged: staged.report(config.txs),
         parallel,
+        block_txs: config.block_txs,
+        head: head.unwrap_or_default(),
+        svg: config.svg.clone(),
     };
-    println!(
-        "pipeline: {} txs ({:?}), {} blocks of {}, {threads} threads, sender cache {:?}; same head {same_head}; medians of {} rounds",
-        report.txs,
-        report.workload,
-        report.blocks,
-        args.block_txs,
-        report.sender_cache,
-        report.runs
-    );
-    println!(
-        "staged: each stage alone on the cores; pipelined: the node's import, block N+1 decoded and verified while block N executes and commits"
-    );
-    println!(
-        "{:<10} {:>10} {:>10} {:>8} {:>13} {:>8}",
-        "stage", "serial ms", "staged ms", "speedup", "pipelined ms", "speedup"
-    );
+    // The chart shows what each stage costs alone, serial and parallel.
     let serial_ms = report.serial.columns();
     let staged_ms = report.staged.columns();
-    let pipelined_ms = report.parallel.columns();
-    let speedup = report.speedup.columns();
-    let pipelined_speedup = report.pipelined_speedup.columns();
-    for (i, stage) in STAGES.iter().enumerate() {
-        println!(
-            "{stage:<10} {:>10.1} {:>10.1} {:>7.2}x {:>13.1} {:>7.2}x",
-            serial_ms[i], staged_ms[i], speedup[i], pipelined_ms[i], pipelined_speedup[i]
-        );
-    }
-    // The chart shows what each stage costs alone, serial and parallel.
     let bars: Vec<StageBar> = STAGES
         .iter()
         .take(4)
@@ -410,19 +427,58 @@ pub fn run(args: PipelineArgs) -> anyhow::Result<()> {
         report.txs,
         report.workload,
         report.blocks,
-        args.block_txs,
+        config.block_txs,
         report.serial.tps,
         report.parallel.tps
     );
-    write_stage_chart(&args.svg, &title, &bars)?;
-    println!("stage chart: {}", args.svg.display());
-    println!(
-        "TPS: serial {:.0}, parallel {:.0}; bound {:.0} ({threads} × {:.0} recoveries/s/core): {:.2} of bound",
-        report.serial.tps,
-        report.parallel.tps,
-        report.bound_tps,
-        report.ecrecover_tps_per_core,
-        report.bound_ratio
-    );
-    args.output.finish(&report)
+    write_stage_chart(&config.svg, &title, &bars)?;
+    Ok(report)
+}
+
+impl fmt::Display for PipelineReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let threads = self.threads;
+        writeln!(
+            f,
+            "pipeline: {} txs ({:?}), {} blocks of {}, {threads} threads, sender cache {:?}; same head {}; medians of {} rounds",
+            self.txs,
+            self.workload,
+            self.blocks,
+            self.block_txs,
+            self.sender_cache,
+            self.head,
+            self.runs
+        )?;
+        writeln!(
+            f,
+            "staged: each stage alone on the cores; pipelined: the node's import, block N+1 decoded and verified while block N executes and commits"
+        )?;
+        writeln!(
+            f,
+            "{:<10} {:>10} {:>10} {:>8} {:>13} {:>8}",
+            "stage", "serial ms", "staged ms", "speedup", "pipelined ms", "speedup"
+        )?;
+        let serial_ms = self.serial.columns();
+        let staged_ms = self.staged.columns();
+        let pipelined_ms = self.parallel.columns();
+        let speedup = self.speedup.columns();
+        let pipelined_speedup = self.pipelined_speedup.columns();
+        for (i, stage) in STAGES.iter().enumerate() {
+            writeln!(
+                f,
+                "{stage:<10} {:>10.1} {:>10.1} {:>7.2}x {:>13.1} {:>7.2}x",
+                serial_ms[i], staged_ms[i], speedup[i], pipelined_ms[i], pipelined_speedup[i]
+            )?;
+        }
+        writeln!(f, "stage chart: {}", self.svg.display())?;
+        writeln!(
+            f,
+            "TPS: serial {:.0}, parallel {:.0}; bound {:.0} ({threads} × {:.0} recoveries/s/core): {:.2} of bound",
+            self.serial.tps,
+            self.parallel.tps,
+            self.bound_tps,
+            self.ecrecover_tps_per_core,
+            self.bound_ratio
+        )
+    }
 }
