@@ -94,8 +94,8 @@ pub struct ValidatorConfig {
     /// The finalized tips the chain committed before marshal delivered them
     /// ([`crate::StaveApp::committed_tips`]). When marshal is far below one, it is
     /// redelivering blocks the chain imported on its own while it caught up (fetching each
-    /// from the other validators and syncing it to its archive first, ~15–100 ms a block
-    /// on a loaded disk), and the chain's next blocks wait behind them: marshal's floor is
+    /// from the other validators and syncing it to its archive first, a synced write per
+    /// block), and the chain's next blocks wait behind them: marshal's floor is
     /// then moved up to the tip, so it delivers from there on.
     pub committed_tips: watch::Receiver<u64>,
 }

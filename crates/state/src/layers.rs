@@ -49,8 +49,8 @@ const COLD_READS_KEPT: usize = 1 << 16;
 /// Entries the clean cache makes room for when the layers are made: the keys of ~10
 /// blocks of 2,500 transfers, so that the first flushes after a start do not rehash its
 /// tables under their locks while the executing threads read it. The origin pool is not
-/// pre-sized: its tables, touched at random, then cost the serial import ~8 ms of page
-/// faults per 4 blocks.
+/// pre-sized: its tables, touched at random, would then fault in pages they may never
+/// use.
 const RESERVED_ENTRIES: usize = 1 << 16;
 
 /// How many state reads each layer served (and what prefetching loaded for nothing).
@@ -91,9 +91,8 @@ impl LayerReads {
 
 /// Reads since the layers were made; they only grow. Each read adds to them, and
 /// `stave_state_reads_total` gets what they gained once per block ([`StateLayers::publish`]).
-/// A metrics call per read had cost more than the read: 2,500 reads of the newest layer
-/// took 469 µs with the node's Prometheus recorder installed and 319 µs with none, and
-/// take 178 µs either way without it (`cargo bench -p stave-state --bench layers`).
+/// A metrics call per read cost more than the read itself (`cargo bench -p stave-state
+/// --bench layers`; MEASUREMENTS.md).
 ///
 /// Each thread adds to a stripe of its own, on cache lines of its own: with one set of
 /// counters, every read of the two executing threads moved their line to its core.
@@ -148,13 +147,12 @@ struct OriginEntry {
 /// values a prefetching thread loaded, for the pool once it has a batch of them.
 ///
 /// Inserting each into the pool as it was read (a shard's write lock, an insert into a
-/// table the executing threads share and grow) cost each cold read ~0.3 µs, and most of
+/// table the executing threads share and grow) made every cold read dearer, and most of
 /// those values are of keys the block then writes (a transfer's two accounts), which its
 /// layer hides from the pool anyway. [`StateLayers::prepare`] drops those and keeps the
 /// values a later block may read again; a value read twice before then is read from
-/// below twice. `bench pipeline`, release, interleaved pairs, medians for 4 blocks of
-/// 2,500 transactions: transfers (8 pairs) serial execute 35.2 → 28.8 ms, staged 24.0 →
-/// 19.8 ms; ERC-20 transfers (5 pairs) serial 98.3 → 87.2 ms, staged 63.4 → 50.2 ms.
+/// below twice. Buffering made execute faster, serial and staged, for transfers and
+/// ERC-20 alike (MEASUREMENTS.md).
 #[derive(Default)]
 struct ColdReads {
     /// The disk layer's height when the values were read: values read before a flush are

@@ -3,12 +3,10 @@
 //!
 //! Without it, a key the bloom filter lets through was looked up in each layer in turn,
 //! newest first: for an account last changed 64 blocks ago, 64 binary searches over lists
-//! of 5,000 changed accounts, most probes cache misses. `cargo bench -p stave-state`
-//! (2,500 reads through 128 such layers): 64 layers back 70.8 ms before, 0.69 ms with the
-//! index; spread over all layers 86.7 ms, 1.5 ms; in the newest layer 285 µs, 309 µs. A
-//! push costs 0.6 ms more per 5,000 accounts (1.1 → 1.7 ms). A validator catching up had
-//! spent about a quarter of its chain thread in that search (`perf`,
-//! `bench/testnet/catchup.sh`: the load's recipients were changed by blocks 10 to 40 back).
+//! of 5,000 changed accounts, most probes cache misses; a validator catching up spent a
+//! large part of its chain thread there. The index makes a deep read about as cheap as a
+//! read of the newest layer, for a small extra cost per push (`cargo bench -p
+//! stave-state`; MEASUREMENTS.md).
 //!
 //! The index is shared by all snapshots and moves with the layers: an entry is added
 //! before its layer is pushed and removed after its layer is flushed and dropped, so a
