@@ -66,6 +66,16 @@ pub enum CodecError {
     /// Bytes follow the block's RLP list.
     #[error("{0} trailing bytes after the block")]
     TrailingBlockBytes(usize),
+    /// An item of a block stream whose RLP header does not decode, or whose payload the
+    /// stream does not hold in full.
+    #[error("block stream: malformed RLP header")]
+    StreamHeader {
+        /// Where the item starts in the stream.
+        offset: usize,
+        /// The RLP error.
+        #[source]
+        source: alloy_rlp::Error,
+    },
     /// The header's RLP decodes but is not the canonical encoding of what it decodes to.
     #[error("non-canonical header encoding")]
     NonCanonicalHeader,

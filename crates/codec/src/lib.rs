@@ -18,15 +18,19 @@
 //! # Ok::<(), stave_codec::CodecError>(())
 //! ```
 //!
-//! [`rlp_list`] keeps the standard RLP body form as the baseline benches compare against.
+//! [`split_block_stream`] cuts a stream of concatenated blocks (`stave export`'s file)
+//! into blocks. [`rlp_list`] keeps the standard RLP body form as the baseline benches
+//! compare against.
 
 mod block;
 mod error;
 mod indexed;
 pub mod rlp_list;
+mod stream;
 mod transactions;
 
 pub use block::{BlockParts, decode_block, encode_block, encode_block_parts, split_block};
 pub use error::CodecError;
 pub use indexed::{IndexedList, encode_indexed};
+pub use stream::split_block_stream;
 pub use transactions::{decode_transactions, decode_transactions_serial, encode_transactions};

@@ -234,6 +234,14 @@ pub(crate) fn read(path: &Path) -> Result<String, LaunchError> {
     std::fs::read_to_string(path).map_err(LaunchError::io(format!("reading {}", path.display())))
 }
 
+/// Reads a genesis file (go-ethereum's format) as a chain spec.
+pub fn read_genesis(path: &Path) -> Result<ChainSpec, LaunchError> {
+    ChainSpec::from_json(&read(path)?).map_err(|source| LaunchError::Genesis {
+        path: path.to_owned(),
+        source,
+    })
+}
+
 /// The TOML file of `stave node --config FILE`. Every key is optional.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -298,15 +306,7 @@ impl FileConfig {
     /// The node this file describes, its paths taken relative to `base`.
     fn resolve(self, base: &Path) -> Result<NodeConfig, LaunchError> {
         let mut config = match &self.genesis {
-            Some(path) => {
-                let path = base.join(path);
-                let genesis =
-                    ChainSpec::from_json(&read(&path)?).map_err(|source| LaunchError::Genesis {
-                        path: path.clone(),
-                        source,
-                    })?;
-                NodeConfig::producing(genesis, Vec::new())
-            }
+            Some(path) => NodeConfig::producing(read_genesis(&base.join(path))?, Vec::new()),
             None => NodeConfig::dev()?,
         };
         config.apply(Overrides {

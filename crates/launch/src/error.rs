@@ -4,6 +4,7 @@
 
 use std::{net::SocketAddr, path::PathBuf};
 
+use stave_codec::CodecError;
 use stave_consensus::keys::KeyError;
 use stave_net::{NetError, TlsError};
 use stave_node::ImportError;
@@ -83,8 +84,8 @@ pub enum LaunchError {
     /// A certificate or key for the P2P network is unusable.
     #[error("{what}")]
     Tls {
-        /// What was being read.
-        what: &'static str,
+        /// What was being read or made.
+        what: String,
         /// What is wrong with it.
         #[source]
         source: TlsError,
@@ -107,6 +108,15 @@ pub enum LaunchError {
         #[source]
         source: KeyError,
     },
+    /// A block stream that does not split into blocks.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// A block to export that the data dir does not hold.
+    #[error("block {0} is not stored")]
+    MissingBlock(u64),
+    /// Every node of a testnet exited before it was told to stop.
+    #[error("every node exited")]
+    AllNodesExited,
     /// A thread of the node panicked.
     #[error("the {0} panicked")]
     Panicked(&'static str),
@@ -125,7 +135,8 @@ impl LaunchError {
     }
 
     /// An [`LaunchError::Tls`] saying what was being read.
-    pub(crate) fn tls(what: &'static str) -> impl FnOnce(TlsError) -> Self {
+    pub(crate) fn tls(what: impl Into<String>) -> impl FnOnce(TlsError) -> Self {
+        let what = what.into();
         move |source| Self::Tls { what, source }
     }
 }
@@ -133,7 +144,7 @@ impl LaunchError {
 impl From<TlsError> for LaunchError {
     fn from(source: TlsError) -> Self {
         Self::Tls {
-            what: "setting up P2P TLS",
+            what: "setting up P2P TLS".to_owned(),
             source,
         }
     }

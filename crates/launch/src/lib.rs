@@ -28,7 +28,10 @@
 //! takes a new process), and a validator's consensus engine thread (it cannot be stopped;
 //! stopping the node cuts it off from the network).
 //!
-//! [`testnet`] writes a multi-validator chain's genesis, keys, certificates and configs.
+//! [`testnet`] writes a multi-validator chain's genesis, keys, certificates and configs,
+//! and runs it as one `stave node` process per validator; [`files`] writes key and
+//! certificate files; [`process`] tunes a node's process at its start; [`stream`]
+//! imports and exports a data dir's blocks as a block stream.
 
 mod config;
 mod error;
@@ -37,13 +40,15 @@ mod follower;
 mod metrics;
 mod node;
 mod p2p;
+pub mod process;
 mod producer;
+pub mod stream;
 pub mod testnet;
 mod validator;
 
 pub use config::{
     ConsensusConfig, DEFAULT_BLOCK_TIME, DEFAULT_BLOCK_TXS, DEFAULT_LEADER_TIMEOUT,
-    DEFAULT_METRICS_ADDR, NodeConfig, Overrides, P2pConfig, Role,
+    DEFAULT_METRICS_ADDR, NodeConfig, Overrides, P2pConfig, Role, read_genesis,
 };
 pub use error::LaunchError;
 pub use node::{Exit, RunningNode, Stopped};

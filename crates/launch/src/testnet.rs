@@ -1,38 +1,49 @@
 //! A multi-validator chain on one machine, as `stave testnet init` writes it: one genesis
 //! naming N validators, a chain CA, and per node a consensus key, a TLS certificate
 //! holding that same key, and `node<i>/config.toml` (ports counted up from the layout's
-//! base ports). Each config starts a node with [`NodeConfig::from_toml_file`].
+//! base ports). Each config starts a node with [`NodeConfig::from_toml_file`];
+//! [`run_nodes`] starts one `stave node --config` process per config and stops them
+//! together.
 //!
 //! [`NodeConfig::from_toml_file`]: crate::NodeConfig::from_toml_file
 
 use std::{
     net::{IpAddr, SocketAddr},
     path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus, Stdio},
+    time::{Duration, Instant},
 };
 
 use stave_consensus::keys;
-use stave_net::ChainCa;
 use stave_primitives::B256;
 
 use crate::{
     LaunchError,
-    files::{create_dir, write_new},
+    files::{create_dir, write_ca, write_new},
 };
 
-/// Where a testnet's nodes listen and how fast they make blocks.
+/// Where a testnet's nodes listen and how fast they make blocks. With the `clap` feature
+/// these are `stave testnet init`'s arguments.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct TestnetLayout {
     /// How many validators (BFT tolerates f faulty ones among 3f+1).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=100)))]
     pub nodes: u16,
     /// Address every node listens on.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "127.0.0.1"))]
     pub host: IpAddr,
     /// JSON-RPC port of node 0; node i serves on this + i.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 8545))]
     pub rpc_port: u16,
     /// Prometheus port of node 0; node i serves on this + i.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 9001))]
     pub metrics_port: u16,
     /// P2P port of node 0; node i listens on this + i.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 30300))]
     pub p2p_port: u16,
     /// Longest time an idle leader waits for transactions before it proposes, in ms.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1_000))]
     pub block_time_ms: u64,
 }
 
@@ -92,11 +103,8 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
 
     create_dir(dir)?;
     write_new(&dir.join("genesis.json"), &spec.to_json(), false)?;
-    let ca = ChainCa::generate("stave testnet")?;
-    let (ca_pem, ca_key) = ca.to_pem();
-    create_dir(&dir.join("ca"))?;
-    write_new(&dir.join("ca/ca.pem"), &ca_pem, false)?;
-    write_new(&dir.join("ca/ca.key"), &ca_key, true)?;
+    let ca = write_ca(&dir.join("ca"), "stave testnet")?;
+    let (ca_pem, _) = ca.to_pem();
 
     let identities = members
         .iter()
@@ -169,4 +177,135 @@ pub fn configs(dir: &Path) -> Result<Vec<PathBuf>, LaunchError> {
         )));
     }
     Ok(configs)
+}
+
+/// How long nodes get to stop on SIGTERM before they are killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// What [`run_nodes`] reports as it goes.
+#[derive(Debug)]
+pub enum NodesEvent {
+    /// Node `index` started.
+    Started {
+        /// The node's place in the testnet.
+        index: usize,
+        /// Its process id.
+        pid: u32,
+        /// The config it runs.
+        config: PathBuf,
+        /// The file its stdout and stderr go to.
+        log: PathBuf,
+    },
+    /// Every node started; this many run.
+    Running(usize),
+    /// Node `index` exited on its own.
+    Exited {
+        /// The node's place in the testnet.
+        index: usize,
+        /// How it exited.
+        status: ExitStatus,
+    },
+    /// A signal came; this many nodes still run and are sent SIGTERM.
+    Stopping(usize),
+    /// Node `index` did not stop within [`STOP_GRACE`] and is killed.
+    Killing {
+        /// The node's place in the testnet.
+        index: usize,
+    },
+}
+
+/// Runs a testnet directory [`init`] wrote: starts `exe node --config node<i>/config.toml`
+/// for every node (output appended to `node<i>/node.log`), then supervises them until
+/// SIGINT or SIGTERM, and stops them: SIGTERM, then SIGKILL to any still running after
+/// [`STOP_GRACE`]. Fails with [`LaunchError::AllNodesExited`] if every node exits first.
+pub fn run_nodes(
+    exe: &Path,
+    dir: &Path,
+    mut report: impl FnMut(NodesEvent),
+) -> Result<(), LaunchError> {
+    let mut children: Vec<(usize, Child)> = Vec::new();
+    for (index, config) in configs(dir)?.into_iter().enumerate() {
+        let log_path = dir.join(format!("node{index}/node.log"));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(LaunchError::io(format!("opening {}", log_path.display())))?;
+        let child = Command::new(exe)
+            .args(["node", "--config"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(
+                log.try_clone()
+                    .map_err(LaunchError::io("duplicating the log handle"))?,
+            )
+            .stderr(log)
+            .spawn()
+            .map_err(LaunchError::io(format!("starting node {index}")))?;
+        report(NodesEvent::Started {
+            index,
+            pid: child.id(),
+            config,
+            log: log_path,
+        });
+        children.push((index, child));
+    }
+    report(NodesEvent::Running(children.len()));
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(LaunchError::io("starting the async runtime"))?;
+    runtime.block_on(async {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .map_err(LaunchError::io("installing the SIGTERM handler"))?;
+        let mut ticks = tokio::time::interval(Duration::from_millis(250));
+        // Until a signal, or until every node has exited (each exit is reported).
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => break,
+                _ = terminate.recv() => break,
+                _ = ticks.tick() => {}
+            }
+            children.retain_mut(|(index, child)| match child.try_wait() {
+                Ok(Some(status)) => {
+                    report(NodesEvent::Exited {
+                        index: *index,
+                        status,
+                    });
+                    false
+                }
+                _ => true,
+            });
+            if children.is_empty() {
+                return Err(LaunchError::AllNodesExited);
+            }
+        }
+        Ok(())
+    })?;
+    report(NodesEvent::Stopping(children.len()));
+    stop_all(&mut children, report);
+    Ok(())
+}
+
+/// SIGTERM to every child, then SIGKILL to those still running after [`STOP_GRACE`].
+fn stop_all(children: &mut [(usize, Child)], mut report: impl FnMut(NodesEvent)) {
+    for (_, child) in children.iter() {
+        if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+            // SAFETY: kill(2) with a pid this process spawned and has not yet reaped.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+    }
+    let deadline = Instant::now() + STOP_GRACE;
+    for (index, child) in children.iter_mut() {
+        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if matches!(child.try_wait(), Ok(None)) {
+            report(NodesEvent::Killing { index: *index });
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+    }
 }

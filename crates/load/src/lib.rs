@@ -54,7 +54,7 @@ use stave_sdk::{LocalSigner, NonceManager, RpcClient, Targets, TxBuilder};
 pub use config::{LoadConfig, MAX_CONNECTIONS, Rate, parse_duration, parse_key};
 pub use error::LoadError;
 pub use progress::Progress;
-pub use report::{Latency, LoadReport};
+pub use report::{Latency, LoadReport, LoadTable};
 
 use crate::{
     fund::{Funding, pending_counts},

@@ -1,10 +1,11 @@
 //! What a run measured: [`LoadReport`].
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, fmt, time::Duration};
 
 use hdrhistogram::Histogram;
 
 use crate::{
+    LoadConfig, Rate,
     error::LoadError,
     ledger::{Fate, Ledger},
 };
@@ -35,6 +36,65 @@ pub struct LoadReport {
     pub latency_ms: Latency,
     /// First send to last inclusion (or to the end of sending if nothing was included).
     pub duration: Duration,
+}
+
+impl LoadReport {
+    /// The report as `stave load` prints it: a line naming the run `config` describes,
+    /// then counts and rates by stage, the rejections by reason and the latency quantiles.
+    pub fn table<'a>(&'a self, config: &'a LoadConfig) -> LoadTable<'a> {
+        LoadTable {
+            report: self,
+            config,
+        }
+    }
+}
+
+/// A [`LoadReport`] as text, from [`LoadReport::table`].
+#[derive(Debug)]
+pub struct LoadTable<'a> {
+    report: &'a LoadReport,
+    config: &'a LoadConfig,
+}
+
+impl fmt::Display for LoadTable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self { report, config } = self;
+        let txs = report.txs;
+        let rate = match config.rate {
+            Rate::Max => "max".to_owned(),
+            Rate::PerSecond(rate) => format!("{rate} tx/s"),
+        };
+        let latency = report.latency_ms;
+        writeln!(
+            f,
+            "stave load: {} workload, {} accounts, {txs} txs, rate {rate}, {} connections",
+            config.workload.name(),
+            config.accounts,
+            config.connections
+        )?;
+        writeln!(f, "{:<10} {:>10} {:>12}", "", "txs", "tx/s")?;
+        for (name, count, tps) in [
+            ("signed", txs as u64, report.sign_tps),
+            ("sent", report.sent, report.sent_tps),
+            ("accepted", report.accepted, report.accepted_tps),
+            ("included", report.included, report.included_tps),
+        ] {
+            writeln!(f, "{name:<10} {count:>10} {tps:>12.0}")?;
+        }
+        writeln!(f, "{:<10} {:>10}", "rejected", report.rejected_total())?;
+        for (reason, count) in &report.rejected {
+            writeln!(f, "  {count:>8}  {reason}")?;
+        }
+        writeln!(
+            f,
+            "latency ms p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}; {:.2} s first send to last inclusion",
+            latency.p50,
+            latency.p90,
+            latency.p99,
+            latency.max,
+            report.duration.as_secs_f64()
+        )
+    }
 }
 
 /// Quantiles of the confirmation latency, in milliseconds (all zero with nothing

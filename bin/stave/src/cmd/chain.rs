@@ -1,15 +1,10 @@
-//! `stave import` and `stave export`: a data dir's blocks as a stream of encoded blocks
-//! (docs/wire-formats.md, concatenated; each is a self-delimiting RLP list), as go-ethereum's
-//! `import` and `export`.
+//! `stave import` and `stave export`: a data dir's blocks as a block stream
+//! (`stave_launch::stream`).
 
-use std::{
-    io::{BufWriter, Write},
-    path::PathBuf,
-};
+use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use stave_node::Chain;
+use stave_launch::stream;
 use stave_primitives::ChainSpec;
 use stave_storage::{DEFAULT_MAP_SIZE, LmdbStore};
 
@@ -29,10 +24,7 @@ pub struct ChainArgs {
 
 impl ChainArgs {
     fn open(&self) -> anyhow::Result<(LmdbStore, ChainSpec)> {
-        let json = std::fs::read_to_string(&self.genesis)
-            .with_context(|| format!("reading {}", self.genesis.display()))?;
-        let spec = ChainSpec::from_json(&json)
-            .with_context(|| format!("in {}", self.genesis.display()))?;
+        let spec = stave_launch::read_genesis(&self.genesis)?;
         let store = LmdbStore::open(&self.datadir, self.map_size)?;
         Ok((store, spec))
     }
@@ -63,34 +55,13 @@ pub struct ExportArgs {
     to: Option<u64>,
 }
 
-/// Length of the RLP item at the start of `bytes`, header included.
-fn item_len(bytes: &[u8]) -> anyhow::Result<usize> {
-    let mut buf = bytes;
-    let header =
-        alloy_rlp::Header::decode(&mut buf).context("block stream: malformed RLP header")?;
-    let len = bytes.len() - buf.len() + header.payload_length;
-    anyhow::ensure!(len <= bytes.len(), "block stream ends inside a block");
-    Ok(len)
-}
-
 /// Imports a block stream: every block goes through decode, verify, execute and commit;
 /// blocks already stored are skipped, so an interrupted import resumes where it stopped.
 pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     let (store, spec) = args.chain.open()?;
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let mut chain = Chain::open(&store, &spec, threads)?;
-    let bytes =
-        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
-    let mut items = Vec::new();
-    let mut rest = bytes.as_slice();
-    while !rest.is_empty() {
-        let len = item_len(rest)?;
-        items.push(&rest[..len]);
-        rest = &rest[len..];
-    }
     let (mut new, mut skipped) = (0u64, 0u64);
     let start = std::time::Instant::now();
-    chain.import_stream(items, None, |imported| {
+    let (number, hash) = stream::import_file(&store, &spec, &args.file, |imported| {
         if imported.new {
             new += 1;
         } else {
@@ -103,7 +74,6 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
             );
         }
     })?;
-    let (number, hash) = chain.head()?;
     eprintln!(
         "imported {new} blocks ({skipped} already stored) in {:.1} s; head {number} {hash}",
         start.elapsed().as_secs_f64()
@@ -114,21 +84,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
 /// Writes blocks `from..=to` as a block stream.
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     let (store, spec) = args.chain.open()?;
-    let chain = Chain::open(&store, &spec, 1)?;
-    let to = match args.to {
-        Some(to) => to,
-        None => chain.head()?.0,
-    };
-    let file = std::fs::File::create(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    let mut out = BufWriter::new(file);
-    for number in args.from..=to {
-        let block = chain
-            .encoded_block(number)?
-            .with_context(|| format!("block {number} is not stored"))?;
-        out.write_all(&block)?;
-    }
-    out.flush()?;
+    let to = stream::export_file(&store, &spec, args.from, args.to, &args.out)?;
     eprintln!(
         "exported blocks {}..={to} to {}",
         args.from,

@@ -1,12 +1,11 @@
 //! `stave keys`: secp256k1 keys and addresses, and the P2P chain CA and node certificates.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use alloy_signer_local::{MnemonicBuilder, PrivateKeySigner};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use stave_launch::files::{create_dir, write_new};
-use stave_net::ChainCa;
+use stave_launch::files::{issue_node, write_ca, write_new};
 use stave_primitives::{
     B256,
     dev::{DEV_MNEMONIC, dev_account},
@@ -97,47 +96,23 @@ pub fn run(cmd: KeysCommand) -> anyhow::Result<()> {
         }
         KeysCommand::Show(args) => show(args),
         KeysCommand::Ca { out, name } => {
-            let ca = ChainCa::generate(&name)?;
-            let (certificate, key) = ca.to_pem();
-            create_dir(&out)?;
-            write_new(&out.join("ca.pem"), &certificate, false)?;
-            write_new(&out.join("ca.key"), &key, true)?;
+            write_ca(&out, &name)?;
             println!(
                 "{}",
                 serde_json::json!({ "ca": out.join("ca.pem"), "key": out.join("ca.key") })
             );
             Ok(())
         }
-        KeysCommand::Node { ca, name, out } => issue_node(&ca, &name, &out),
+        KeysCommand::Node { ca, name, out } => {
+            let issued = issue_node(&ca, &name, &out)?;
+            let node_id = format!("0x{}", hex::encode(issued.node_id));
+            println!(
+                "{}",
+                serde_json::json!({ "name": name, "node_id": node_id, "cert": issued.cert, "key": issued.key })
+            );
+            Ok(())
+        }
     }
-}
-
-fn issue_node(ca_dir: &Path, name: &str, out: &Path) -> anyhow::Result<()> {
-    let read = |file: &str| {
-        let path = ca_dir.join(file);
-        std::fs::read_to_string(&path).with_context(|| {
-            format!(
-                "reading {} (make a CA with `stave keys ca --out DIR`)",
-                path.display()
-            )
-        })
-    };
-    let ca_pem = read("ca.pem")?;
-    let ca = ChainCa::from_pem(&ca_pem, &read("ca.key")?)
-        .with_context(|| format!("loading the CA in {}", ca_dir.display()))?;
-    let identity = ca.issue(name)?;
-    let node_id = format!("0x{}", hex::encode(identity.node_id()?));
-    let (certificate, key) = identity.to_pem();
-    create_dir(out)?;
-    let (cert_path, key_path) = (out.join("node.pem"), out.join("node.key"));
-    write_new(&cert_path, &certificate, false)?;
-    write_new(&key_path, &key, true)?;
-    write_new(&out.join("ca.pem"), &ca_pem, false)?;
-    println!(
-        "{}",
-        serde_json::json!({ "name": name, "node_id": node_id, "cert": cert_path, "key": key_path })
-    );
-    Ok(())
 }
 
 fn show(args: ShowArgs) -> anyhow::Result<()> {

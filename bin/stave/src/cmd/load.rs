@@ -100,40 +100,7 @@ impl Progress for Bars {
 /// Prints the report: a table, then with `--json` the JSON line.
 fn print(args: &LoadArgs, report: &LoadReport) {
     let config = &args.config;
-    let txs = report.txs;
-    let rate = match config.rate {
-        Rate::Max => "max".to_owned(),
-        Rate::PerSecond(rate) => format!("{rate} tx/s"),
-    };
-    let rejected = report.rejected_total();
-    let latency = report.latency_ms;
-    println!(
-        "stave load: {} workload, {} accounts, {txs} txs, rate {rate}, {} connections",
-        config.workload.name(),
-        config.accounts,
-        config.connections
-    );
-    println!("{:<10} {:>10} {:>12}", "", "txs", "tx/s");
-    for (name, count, tps) in [
-        ("signed", txs as u64, report.sign_tps),
-        ("sent", report.sent, report.sent_tps),
-        ("accepted", report.accepted, report.accepted_tps),
-        ("included", report.included, report.included_tps),
-    ] {
-        println!("{name:<10} {count:>10} {tps:>12.0}");
-    }
-    println!("{:<10} {:>10}", "rejected", rejected);
-    for (reason, count) in &report.rejected {
-        println!("  {count:>8}  {reason}");
-    }
-    println!(
-        "latency ms p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}; {:.2} s first send to last inclusion",
-        latency.p50,
-        latency.p90,
-        latency.p99,
-        latency.max,
-        report.duration.as_secs_f64()
-    );
+    print!("{}", report.table(config));
     if args.json {
         let rate = match config.rate {
             Rate::Max => json!("max"),
@@ -142,23 +109,23 @@ fn print(args: &LoadArgs, report: &LoadReport) {
         let line = json!({
             "workload": config.workload.name(),
             "accounts": config.accounts,
-            "txs": txs,
+            "txs": report.txs,
             "rate": rate,
             "connections": config.connections,
             "sent": report.sent,
             "accepted": report.accepted,
             "included": report.included,
-            "rejected": rejected,
+            "rejected": report.rejected_total(),
             "rejected_by_reason": report.rejected,
             "sign_tps": report.sign_tps.round(),
             "sent_tps": report.sent_tps.round(),
             "accepted_tps": report.accepted_tps.round(),
             "included_tps": report.included_tps.round(),
             "latency_ms": {
-                "p50": latency.p50,
-                "p90": latency.p90,
-                "p99": latency.p99,
-                "max": latency.max,
+                "p50": report.latency_ms.p50,
+                "p90": report.latency_ms.p90,
+                "p99": report.latency_ms.p99,
+                "max": report.latency_ms.max,
             },
             "duration_s": report.duration.as_secs_f64(),
         });

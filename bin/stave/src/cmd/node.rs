@@ -1,8 +1,5 @@
-//! `stave node`: a running node, started through `stave_launch`. `--dev` is a
-//! single-validator chain on the embedded default: chain id 1337, the Hardhat/Anvil
-//! mnemonic's first 10 accounts funded with 10,000 ETH, JSON-RPC on 8545, Prometheus
-//! metrics on 9001. `--config FILE` reads everything else from a TOML file (see
-//! `NodeConfig::from_toml_file`); the flags given override it.
+//! `stave node`: a running node, started through `stave_launch`: `--dev` for the embedded
+//! single-validator dev chain, `--config FILE` for a TOML file the flags given override.
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
