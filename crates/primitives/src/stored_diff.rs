@@ -1,6 +1,6 @@
-//! A block's state changes as the commit stage journals them (`Table::StateDiffs`): what
-//! a restarted node reads to rebuild the state layers of blocks it committed but had not
-//! flushed, instead of executing them again.
+//! A block's state changes as the commit stage journals them (the `state_diffs` table,
+//! docs/storage-layout.md): what a restarted node reads to rebuild the state layers of
+//! blocks it committed but had not flushed, instead of executing them again.
 //!
 //! ```text
 //! diff    := u32 accounts, account*, u32 codes, code*        (counts big-endian)
@@ -30,7 +30,7 @@ const EMPTY_CODE: u8 = 4;
 #[error("stored state diff: {0}")]
 pub struct StoredDiffError(&'static str);
 
-/// Encodes `diff` for `Table::StateDiffs` (see the module docs for the format).
+/// Encodes `diff` for the `state_diffs` table (see the module docs for the format).
 pub fn encode_stored_diff(diff: &StateDiff) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + diff.accounts.len() * 64);
     put_count(&mut out, diff.accounts.len());
