@@ -33,12 +33,43 @@ pub enum PoolError {
         nonce: u64,
     },
     /// The sender cannot pay `gas * fee cap + value`.
-    #[error("insufficient funds for gas * price + value: balance {balance}, tx cost {cost}")]
+    #[error(
+        "insufficient funds for gas * price + value: balance {balance}, tx cost {cost}, overshot {}",
+        cost.saturating_sub(*balance)
+    )]
     InsufficientFunds {
         /// The sender's balance.
         balance: U256,
         /// What the transaction may cost.
         cost: U256,
+    },
+    /// The sender can pay this transaction, but not together with its pending ones
+    /// (go-ethereum's overdraft check for a new nonce).
+    #[error(
+        "insufficient funds for gas * price + value: balance {balance}, queued cost {queued}, tx cost {cost}, overshot {}",
+        queued.saturating_add(*cost).saturating_sub(*balance)
+    )]
+    InsufficientFundsQueued {
+        /// The sender's balance.
+        balance: U256,
+        /// What the sender's pending transactions may cost together.
+        queued: U256,
+        /// What this transaction may cost.
+        cost: U256,
+    },
+    /// A replacement would make the sender's pending transactions cost more than its
+    /// balance (go-ethereum's overdraft check for a replacement).
+    #[error(
+        "insufficient funds for gas * price + value: balance {balance}, queued cost {queued}, tx bumped {bump}, overshot {}",
+        queued.saturating_add(*bump).saturating_sub(*balance)
+    )]
+    InsufficientFundsBumped {
+        /// The sender's balance.
+        balance: U256,
+        /// What the sender's pending transactions may cost together.
+        queued: U256,
+        /// How much more the replacement may cost than the transaction it replaces.
+        bump: U256,
     },
     /// Another transaction with this nonce is in the pool and this one does not pay enough
     /// more to replace it.
@@ -74,6 +105,10 @@ pub enum PoolError {
     /// The pool is full and the transaction pays no more than the cheapest one in it.
     #[error("txpool is full")]
     PoolFull,
+    /// The pool is full, the transaction waits behind a nonce gap, and only executable
+    /// transactions pay less: a queued transaction never evicts a pending one.
+    #[error("future transaction tries to replace pending")]
+    FutureReplacePending,
     /// Reading the sender's account failed.
     #[error("state unavailable: {0}")]
     State(String),
@@ -88,13 +123,16 @@ impl PoolError {
             Self::NotReplayProtected => "not_replay_protected",
             Self::AlreadyKnown => "already_known",
             Self::NonceTooLow { .. } => "nonce_too_low",
-            Self::InsufficientFunds { .. } => "insufficient_funds",
+            Self::InsufficientFunds { .. }
+            | Self::InsufficientFundsQueued { .. }
+            | Self::InsufficientFundsBumped { .. } => "insufficient_funds",
             Self::ReplacementUnderpriced => "replacement_underpriced",
             Self::FeeCapTooLow { .. } => "fee_cap_too_low",
             Self::GasLimitTooHigh => "gas_limit_too_high",
             Self::SenderFull { .. } => "sender_full",
             Self::NonceTooHigh { .. } => "nonce_too_high",
             Self::PoolFull => "pool_full",
+            Self::FutureReplacePending => "future_replace_pending",
             Self::State(_) => "state",
         }
     }
@@ -117,7 +155,7 @@ pub enum DropReason {
         /// The replacing transaction.
         by: B256,
     },
-    /// The pool was full and a better-paying transaction took its place.
+    /// The pool was full and a better-paying (or executable) transaction took its place.
     Evicted,
     /// It waited behind a nonce gap longer than the queued lifetime.
     Expired,
@@ -126,17 +164,40 @@ pub enum DropReason {
     /// It was selected for a block but could not execute there (its sender's balance or
     /// nonce changed since admission).
     FailedExecution,
+    /// Its sender's balance dropped below what it alone may cost (go-ethereum drops such
+    /// a transaction as unpayable).
+    Unaffordable,
 }
 
 impl DropReason {
+    /// How many reasons there are.
+    pub const COUNT: usize = Self::LABELS.len();
+
+    /// Every reason's label in a fixed order: the values of the `reason` label of
+    /// `stave_txpool_dropped_total`, and the keys of `txpool_status`'s `dropped`.
+    pub const LABELS: [&'static str; 6] = [
+        "replaced",
+        "evicted",
+        "expired",
+        "nonce_used",
+        "failed_execution",
+        "unaffordable",
+    ];
+
     /// Short stable label for metrics (`reason` label).
     pub fn label(&self) -> &'static str {
+        Self::LABELS[self.index()]
+    }
+
+    /// This reason's position in [`DropReason::LABELS`].
+    pub fn index(&self) -> usize {
         match self {
-            Self::Replaced { .. } => "replaced",
-            Self::Evicted => "evicted",
-            Self::Expired => "expired",
-            Self::NonceUsed => "nonce_used",
-            Self::FailedExecution => "failed_execution",
+            Self::Replaced { .. } => 0,
+            Self::Evicted => 1,
+            Self::Expired => 2,
+            Self::NonceUsed => 3,
+            Self::FailedExecution => 4,
+            Self::Unaffordable => 5,
         }
     }
 }

@@ -9,6 +9,7 @@
 //! [`PoolError`], a drop is logged and counted with its [`DropReason`]. Block selection
 //! ([`TxPool::select`]) takes the highest tip first, earlier arrival on ties.
 
+mod book;
 mod error;
 mod pool;
 

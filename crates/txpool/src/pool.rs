@@ -1,8 +1,9 @@
-//! The pool itself: admission, per-sender nonce queues, eviction and block selection.
+//! The pool itself: admission, eviction, block selection and block updates, over the
+//! bookkeeping of [`crate::book`].
 
 use std::{
     cmp::Ordering,
-    collections::{BTreeMap, BinaryHeap, HashMap, VecDeque},
+    collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -14,7 +15,10 @@ use rayon::prelude::*;
 use stave_primitives::{RecoveredTx, SignedTx, StateReader};
 use stave_verify::SenderCache;
 
-use crate::error::{DropReason, PoolError};
+use crate::{
+    book::{Book, SenderQueue},
+    error::{DropReason, PoolError},
+};
 
 /// Limits and rules of a pool. The defaults suit a consortium chain under load.
 #[derive(Debug, Clone)]
@@ -70,6 +74,8 @@ pub struct PoolTx {
     pub max_tip: u128,
     /// Order of arrival: earlier arrivals win ties on fee.
     pub arrival: u64,
+    /// What it may cost its sender: `gas limit * fee cap + value`.
+    pub cost: U256,
     added: Instant,
 }
 
@@ -83,28 +89,6 @@ impl PoolTx {
     fn replaceable_by(&self, other: &PoolTx, bump_percent: u128) -> bool {
         let bumped = |value: u128| value.saturating_mul(100 + bump_percent) / 100;
         other.max_fee >= bumped(self.max_fee) && other.max_tip >= bumped(self.max_tip)
-    }
-}
-
-/// One sender's transactions by nonce, and the account nonce they start from.
-#[derive(Debug, Default)]
-struct SenderQueue {
-    /// The account's nonce in committed state, as last read.
-    state_nonce: u64,
-    txs: BTreeMap<u64, Arc<PoolTx>>,
-}
-
-impl SenderQueue {
-    /// The nonce after the run of consecutive nonces starting at the account nonce.
-    fn pending_end(&self) -> u64 {
-        let mut next = self.state_nonce;
-        for &nonce in self.txs.range(self.state_nonce..).map(|(nonce, _)| nonce) {
-            if nonce != next {
-                break;
-            }
-            next += 1;
-        }
-        next
     }
 }
 
@@ -128,8 +112,7 @@ pub struct SenderContent {
 
 #[derive(Debug, Default)]
 struct Inner {
-    by_hash: HashMap<B256, Arc<PoolTx>>,
-    senders: HashMap<Address, SenderQueue>,
+    book: Book,
     next_arrival: u64,
     /// Hashes of the last [`PoolConfig::admission_log`] admissions, oldest first; the
     /// newest has arrival `next_arrival - 1`.
@@ -157,9 +140,10 @@ fn state_error(error: impl std::fmt::Display) -> PoolError {
     PoolError::State(error.to_string())
 }
 
-fn record_drop(hash: B256, reason: DropReason) {
-    tracing::debug!(%hash, reason = reason.label(), "txpool dropped a transaction");
-    metrics::counter!("stave_txpool_dropped_total", "reason" => reason.label()).increment(1);
+/// The account's nonce and balance in `state` (zero for an account that does not exist).
+fn account_of(state: &dyn StateReader, sender: Address) -> Result<(u64, U256), PoolError> {
+    let account = state.account(sender).map_err(state_error)?;
+    Ok(account.map_or((0, U256::ZERO), |a| (a.nonce, a.balance)))
 }
 
 /// Decodes and checks one submission without state: canonical bytes, EIP-155, chain id,
@@ -184,6 +168,10 @@ fn recover(bytes: &[u8], chain_id: u64, cache: &SenderCache) -> Result<Recovered
 impl TxPool {
     /// An empty pool that records every admitted sender in `cache`.
     pub fn new(config: PoolConfig, cache: Arc<SenderCache>) -> Self {
+        // Every reason is exported from the start, so the label set is fixed.
+        for label in DropReason::LABELS {
+            metrics::counter!("stave_txpool_dropped_total", "reason" => label).increment(0);
+        }
         Self {
             config,
             cache,
@@ -210,13 +198,19 @@ impl TxPool {
             .map(|bytes| recover(bytes, self.config.chain_id, &self.cache))
             .collect();
         let mut inner = self.inner.lock();
+        inner.book.price_at(base_fee);
         let results: Vec<_> = recovered
             .into_iter()
-            .map(|tx| tx.and_then(|tx| self.admit(&mut inner, tx, state, base_fee)))
+            .map(|tx| {
+                tx.and_then(|tx| {
+                    let sender = tx.sender;
+                    let admitted = self.admit(&mut inner, tx, state, base_fee);
+                    inner.book.forget_if_empty(sender);
+                    admitted
+                })
+            })
             .collect();
-        // The size gauges are published once per block (`on_block`): counting pending
-        // transactions walks every sender, too slow to do per admission.
-        metrics::gauge!("stave_txpool_transactions_total").set(inner.by_hash.len() as f64);
+        Self::publish_size(&inner);
         drop(inner);
         for result in &results {
             match result {
@@ -238,7 +232,7 @@ impl TxPool {
         base_fee: u64,
     ) -> Result<B256, PoolError> {
         let hash = tx.tx.hash();
-        if inner.by_hash.contains_key(&hash) {
+        if inner.book.by_hash.contains_key(&hash) {
             return Err(PoolError::AlreadyKnown);
         }
         let envelope = tx.tx.envelope();
@@ -256,41 +250,70 @@ impl TxPool {
                 base_fee,
             });
         }
-        let account = state.account(tx.sender).map_err(state_error)?;
-        let (state_nonce, balance) = account.map_or((0, U256::ZERO), |a| (a.nonce, a.balance));
+        let (state_nonce, balance) = account_of(state, tx.sender)?;
         if nonce < state_nonce {
             return Err(PoolError::NonceTooLow {
                 next: state_nonce,
                 nonce,
             });
         }
-        let cost = U256::from(gas_limit) * U256::from(max_fee) + envelope.value();
+        let cost = (U256::from(gas_limit) * U256::from(max_fee)).saturating_add(envelope.value());
         if cost > balance {
             return Err(PoolError::InsufficientFunds { balance, cost });
         }
-        let candidate = PoolTx {
+        let candidate = Arc::new(PoolTx {
             max_tip: envelope.max_priority_fee_per_gas().unwrap_or(max_fee),
             tx,
             hash,
             nonce,
             max_fee,
             arrival: inner.next_arrival,
+            cost,
             added: Instant::now(),
-        };
+        });
         let sender = candidate.tx.sender;
-        let queue = inner.senders.entry(sender).or_default();
-        if state_nonce > queue.state_nonce {
-            queue.state_nonce = state_nonce;
-        }
-        if let Some(existing) = queue.txs.get(&nonce) {
+        // The queue is brought to the account first, so the overdraft checks below see
+        // the balance just read.
+        inner
+            .book
+            .refresh(sender, state_nonce, balance, &HashSet::new());
+        let queue = &inner.book.senders[&sender];
+        let spent = queue.pending_cost;
+        if let Some(existing) = queue.txs.get(&nonce).cloned() {
+            // go-ethereum's overdraft check: a pending transaction's replacement must keep
+            // the whole pending run affordable.
+            if queue.is_pending(nonce) && cost > existing.cost {
+                let bump = cost - existing.cost;
+                if spent.saturating_add(bump) > balance {
+                    return Err(PoolError::InsufficientFundsBumped {
+                        balance,
+                        queued: spent,
+                        bump,
+                    });
+                }
+            } else if !queue.is_pending(nonce) && spent.saturating_add(cost) > balance {
+                return Err(PoolError::InsufficientFundsQueued {
+                    balance,
+                    queued: spent,
+                    cost,
+                });
+            }
             if !existing.replaceable_by(&candidate, self.config.price_bump_percent) {
                 return Err(PoolError::ReplacementUnderpriced);
             }
-            let old = existing.hash;
-            inner.by_hash.remove(&old);
-            record_drop(old, DropReason::Replaced { by: hash });
+            inner.book.replace(candidate);
+            inner
+                .book
+                .record_drop(existing.hash, DropReason::Replaced { by: hash });
         } else {
-            let next = queue.pending_end();
+            if spent.saturating_add(cost) > balance {
+                return Err(PoolError::InsufficientFundsQueued {
+                    balance,
+                    queued: spent,
+                    cost,
+                });
+            }
+            let next = queue.pending_end;
             if nonce > next + self.config.max_nonce_gap {
                 return Err(PoolError::NonceTooHigh {
                     next,
@@ -303,61 +326,52 @@ impl TxPool {
                     limit: self.config.max_per_sender,
                 });
             }
-            if inner.by_hash.len() >= self.config.max_txs {
-                Self::evict_cheapest(inner, &candidate, base_fee)?;
+            if inner.book.by_hash.len() >= self.config.max_txs {
+                // It is executable if it extends the pending run (its cost was checked
+                // against the balance with the run's just above).
+                Self::make_room(&mut inner.book, &candidate, nonce == next)?;
             }
+            inner.book.insert(candidate, state_nonce, balance);
         }
         inner.next_arrival += 1;
         inner.admitted.push_back(hash);
         if inner.admitted.len() > self.config.admission_log {
             inner.admitted.pop_front();
         }
-        let candidate = Arc::new(candidate);
-        inner.by_hash.insert(hash, candidate.clone());
-        inner
-            .senders
-            .entry(sender)
-            .or_default()
-            .txs
-            .insert(nonce, candidate);
         Ok(hash)
     }
 
-    /// Makes room for `candidate` by dropping the cheapest transaction that is last in its
-    /// sender's queue (dropping one from the middle would strand the ones behind it).
-    fn evict_cheapest(
-        inner: &mut Inner,
-        candidate: &PoolTx,
-        base_fee: u64,
-    ) -> Result<(), PoolError> {
-        let cheapest = inner
-            .senders
-            .iter()
-            .filter_map(|(sender, queue)| queue.txs.values().next_back().map(|tx| (*sender, tx)))
-            .min_by_key(|(_, tx)| (tx.effective_tip(base_fee), std::cmp::Reverse(tx.arrival)))
-            .map(|(sender, tx)| (sender, tx.nonce, tx.hash, tx.effective_tip(base_fee)));
-        match cheapest {
-            Some((sender, nonce, hash, tip)) if tip < candidate.effective_tip(base_fee) => {
-                Self::remove(inner, sender, nonce);
-                record_drop(hash, DropReason::Evicted);
-                Ok(())
-            }
-            _ => Err(PoolError::PoolFull),
+    /// Makes room for `candidate` by evicting one transaction, through the price indexes
+    /// (no sender is scanned): the cheapest queued transaction if there is one, which an
+    /// executable newcomer always may take and a queued one only if it pays more; else,
+    /// for an executable newcomer only, the cheapest last pending transaction of another
+    /// sender if it pays less (dropping one from the middle of a run would strand the
+    /// ones behind it). A queued transaction never evicts a pending one.
+    fn make_room(book: &mut Book, candidate: &PoolTx, executable: bool) -> Result<(), PoolError> {
+        let sender = candidate.tx.sender;
+        let tip = book.tip(candidate);
+        let victim = match book.cheapest_queued() {
+            Some(victim) if executable || victim.tip < tip => victim,
+            Some(_) => return Err(PoolError::PoolFull),
+            None => match book.cheapest_last_pending(sender) {
+                Some(victim) if victim.tip < tip && executable => victim,
+                Some(victim) if victim.tip < tip => return Err(PoolError::FutureReplacePending),
+                _ => return Err(PoolError::PoolFull),
+            },
+        };
+        if let Some(evicted) = book.remove(victim.sender, victim.nonce) {
+            book.record_drop(evicted.hash, DropReason::Evicted);
         }
-    }
-
-    fn remove(inner: &mut Inner, sender: Address, nonce: u64) -> Option<Arc<PoolTx>> {
-        let queue = inner.senders.get_mut(&sender)?;
-        let tx = queue.txs.remove(&nonce)?;
-        if queue.txs.is_empty() {
-            inner.senders.remove(&sender);
+        if victim.sender != sender {
+            book.forget_if_empty(victim.sender);
         }
-        inner.by_hash.remove(&tx.hash);
-        Some(tx)
+        Ok(())
     }
 
     fn publish_size(inner: &Inner) {
         let status = Self::status_of(inner);
+        metrics::gauge!("stave_txpool_transactions_total")
+            .set((status.pending + status.queued) as f64);
         metrics::gauge!("stave_txpool_transactions", "kind" => "pending")
             .set(status.pending as f64);
         metrics::gauge!("stave_txpool_transactions", "kind" => "queued").set(status.queued as f64);
@@ -403,15 +417,18 @@ impl TxPool {
         }
 
         let inner = self.inner.lock();
+        // Only pending transactions: the balance covers each sender's run together.
         let head_of = |queue: &SenderQueue, nonce: u64| {
-            queue.txs.get(&nonce).and_then(|tx| {
-                (tx.max_fee >= u128::from(base_fee))
-                    .then(|| Head(tx.clone(), tx.effective_tip(base_fee)))
-            })
+            queue
+                .is_pending(nonce)
+                .then(|| queue.txs.get(&nonce))
+                .flatten()
+                .filter(|tx| tx.max_fee >= u128::from(base_fee))
+                .map(|tx| Head(tx.clone(), tx.effective_tip(base_fee)))
         };
         let mut heap: BinaryHeap<Head> = inner
-            .senders
-            .iter()
+            .book
+            .pending_senders()
             .filter_map(|(sender, queue)| {
                 let next = next_nonces.get(sender).copied().unwrap_or_default();
                 head_of(queue, queue.state_nonce.max(next))
@@ -429,7 +446,7 @@ impl TxPool {
                 continue;
             }
             gas_left -= gas;
-            if let Some(queue) = inner.senders.get(&tx.tx.sender)
+            if let Some(queue) = inner.book.senders.get(&tx.tx.sender)
                 && let Some(next) = head_of(queue, tx.nonce + 1)
             {
                 heap.push(next);
@@ -440,81 +457,67 @@ impl TxPool {
     }
 
     /// Updates the pool after a block was committed: drops the included transactions,
-    /// every other transaction whose nonce the block used (reason `NonceUsed`), and queued
-    /// transactions older than the queued lifetime (reason `Expired`). `state` is the
-    /// committed state after the block.
+    /// every other transaction whose nonce the block used (reason `NonceUsed`), brings the
+    /// balance of every sender the block touched (as sender or recipient) up to date
+    /// (a pending run the balance no longer covers is cut, see [`TxPool::add`]), and drops
+    /// queued transactions older than the queued lifetime (reason `Expired`). `state` is
+    /// the committed state after the block.
     pub fn on_block(
         &self,
         included: &[RecoveredTx],
         state: &dyn StateReader,
     ) -> Result<(), PoolError> {
         let mut inner = self.inner.lock();
-        let mut touched: Vec<Address> = Vec::new();
-        for tx in included {
-            let hash = tx.tx.hash();
-            if let Some(pooled) = inner.by_hash.get(&hash).cloned() {
-                Self::remove(&mut inner, pooled.tx.sender, pooled.nonce);
-            }
-            touched.push(tx.sender);
-        }
+        let hashes: HashSet<B256> = included.iter().map(|tx| tx.tx.hash()).collect();
+        let mut touched: Vec<Address> = included
+            .iter()
+            .flat_map(|tx| [Some(tx.sender), tx.tx.envelope().to()])
+            .flatten()
+            .filter(|address| inner.book.senders.contains_key(address))
+            .collect();
         touched.sort_unstable();
         touched.dedup();
         for sender in touched {
-            let Some(queue) = inner.senders.get_mut(&sender) else {
-                continue;
-            };
-            let nonce = state
-                .account(sender)
-                .map_err(state_error)?
-                .map_or(0, |account| account.nonce);
-            queue.state_nonce = queue.state_nonce.max(nonce);
-            let stale: Vec<u64> = queue.txs.range(..nonce).map(|(n, _)| *n).collect();
-            for stale_nonce in stale {
-                if let Some(tx) = Self::remove(&mut inner, sender, stale_nonce) {
-                    record_drop(tx.hash, DropReason::NonceUsed);
-                }
-            }
+            let (nonce, balance) = account_of(state, sender)?;
+            inner.book.refresh(sender, nonce, balance, &hashes);
+            inner.book.forget_if_empty(sender);
         }
-        self.expire_queued(&mut inner);
+        self.expire_queued(&mut inner.book);
         Self::publish_size(&inner);
         Ok(())
     }
 
-    /// Drops the transactions with these hashes (those absent are ignored), for `reason`.
+    /// Drops the transactions with these hashes (those absent are ignored), for `reason`;
+    /// their senders' later transactions wait behind the gap.
     pub fn discard(&self, hashes: &[B256], reason: DropReason) {
         let mut inner = self.inner.lock();
         for hash in hashes {
-            if let Some(tx) = inner.by_hash.get(hash).cloned()
-                && Self::remove(&mut inner, tx.tx.sender, tx.nonce).is_some()
+            if let Some(tx) = inner.book.by_hash.get(hash).cloned()
+                && inner.book.remove(tx.tx.sender, tx.nonce).is_some()
             {
-                record_drop(*hash, reason);
+                inner.book.record_drop(*hash, reason);
+                inner.book.forget_if_empty(tx.tx.sender);
             }
         }
         Self::publish_size(&inner);
     }
 
-    fn expire_queued(&self, inner: &mut Inner) {
+    /// Drops the queued transactions admitted longer than the queued lifetime ago, oldest
+    /// first, through the arrival index (no sender is scanned).
+    fn expire_queued(&self, book: &mut Book) {
         let lifetime = self.config.queued_lifetime;
-        let expired: Vec<(Address, u64, B256)> = inner
-            .senders
-            .iter()
-            .flat_map(|(sender, queue)| {
-                queue
-                    .txs
-                    .range(queue.pending_end()..)
-                    .filter(|(_, tx)| tx.added.elapsed() >= lifetime)
-                    .map(|(nonce, tx)| (*sender, *nonce, tx.hash))
-            })
-            .collect();
-        for (sender, nonce, hash) in expired {
-            Self::remove(inner, sender, nonce);
-            record_drop(hash, DropReason::Expired);
+        while let Some(tx) = book.oldest_queued().cloned()
+            && tx.added.elapsed() >= lifetime
+        {
+            book.remove(tx.tx.sender, tx.nonce);
+            book.record_drop(tx.hash, DropReason::Expired);
+            book.forget_if_empty(tx.tx.sender);
         }
     }
 
     /// The transaction with this hash, if it is in the pool.
     pub fn get(&self, hash: &B256) -> Option<Arc<PoolTx>> {
-        self.inner.lock().by_hash.get(hash).cloned()
+        self.inner.lock().book.by_hash.get(hash).cloned()
     }
 
     /// The position of the next admission: a pending-transaction filter installed now
@@ -533,31 +536,28 @@ impl TxPool {
         (inner.admitted.iter().skip(skip).copied().collect(), end)
     }
 
-    /// The nonce `sender`'s next transaction should use, counting its executable
-    /// transactions in the pool; `None` when the pool holds none of its transactions.
+    /// The nonce `sender`'s next transaction should use, counting its pending transactions
+    /// in the pool; `None` when the pool holds none of its transactions.
     pub fn pending_nonce(&self, sender: Address) -> Option<u64> {
         self.inner
             .lock()
+            .book
             .senders
             .get(&sender)
-            .map(SenderQueue::pending_end)
+            .map(|queue| queue.pending_end)
     }
 
     fn status_of(inner: &Inner) -> PoolStatus {
-        let pending: usize = inner
-            .senders
-            .values()
-            .map(|queue| (queue.pending_end() - queue.state_nonce) as usize)
-            .sum();
+        let pending = inner.book.pending();
         PoolStatus {
             pending,
-            queued: inner.by_hash.len() - pending,
+            queued: inner.book.by_hash.len() - pending,
         }
     }
 
-    /// How many transactions the pool holds, pending and queued (constant time).
+    /// How many transactions the pool holds, pending and queued.
     pub fn len(&self) -> usize {
-        self.inner.lock().by_hash.len()
+        self.inner.lock().book.by_hash.len()
     }
 
     /// True when the pool holds no transaction.
@@ -565,9 +565,45 @@ impl TxPool {
         self.len() == 0
     }
 
-    /// How many transactions are pending and queued (walks every sender).
+    /// How many transactions are pending and queued (kept counts, constant time).
     pub fn status(&self) -> PoolStatus {
         Self::status_of(&self.inner.lock())
+    }
+
+    /// How many transactions left the pool without being included since it started, per
+    /// [`DropReason`] label, in [`DropReason::LABELS`] order.
+    pub fn dropped(&self) -> [(&'static str, u64); DropReason::COUNT] {
+        let drops = self.inner.lock().book.drops();
+        std::array::from_fn(|i| (DropReason::LABELS[i], drops[i]))
+    }
+
+    /// How many index entries the last eviction looked at: at most two whatever the number
+    /// of senders (the cheapest queued, or the two cheapest last pending ones). For tests
+    /// that hold eviction to that bound.
+    pub fn last_eviction_probes(&self) -> usize {
+        self.inner.lock().book.probes()
+    }
+
+    /// Checks the pool's invariants: every sender's pending transactions are consecutive
+    /// from its account nonce and covered by its balance together, the indexes and counts
+    /// agree with the queues, and the caps hold. For tests and fuzzing; the message names
+    /// the first broken invariant.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let inner = self.inner.lock();
+        inner.book.check()?;
+        let held = inner.book.by_hash.len();
+        if held > self.config.max_txs {
+            return Err(format!("{held} held, cap {}", self.config.max_txs));
+        }
+        if let Some((sender, queue)) = inner
+            .book
+            .senders
+            .iter()
+            .find(|(_, queue)| queue.txs.len() > self.config.max_per_sender)
+        {
+            return Err(format!("{sender} holds {}", queue.txs.len()));
+        }
+        Ok(())
     }
 
     /// Every transaction the pool holds in its wire form, each sender's in nonce order:
@@ -576,6 +612,7 @@ impl TxPool {
         let held: Vec<Arc<PoolTx>> = {
             let inner = self.inner.lock();
             inner
+                .book
                 .senders
                 .values()
                 .flat_map(|queue| queue.txs.values().cloned())
@@ -588,13 +625,13 @@ impl TxPool {
     pub fn content(&self) -> BTreeMap<Address, SenderContent> {
         let inner = self.inner.lock();
         inner
+            .book
             .senders
             .iter()
             .map(|(sender, queue)| {
-                let end = queue.pending_end();
                 let mut content = SenderContent::default();
                 for (nonce, tx) in &queue.txs {
-                    if *nonce < end {
+                    if queue.is_pending(*nonce) {
                         content.pending.push(tx.clone());
                     } else {
                         content.queued.push(tx.clone());
