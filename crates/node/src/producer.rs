@@ -8,12 +8,13 @@
 //! its layer is pushed, so no query sees half a block.
 
 use std::{
+    collections::{HashMap, HashSet},
     sync::Arc,
     time::{SystemTime, UNIX_EPOCH},
 };
 
 use alloy_consensus::Transaction as _;
-use alloy_primitives::B256;
+use alloy_primitives::{Address, B256};
 use stave_exec::StateReader;
 use stave_primitives::{ChainSpec, Header, Receipt, RecoveredTx, SealedBlock};
 use stave_state::{StateLayerError, StateLayers};
@@ -216,40 +217,50 @@ impl<'s> BlockProducer<'s> {
     }
 
     /// Selects the pool's best transactions for a block on top of `ancestors` and executes
-    /// them; those that fail leave the pool. Returns the block, the transactions it
-    /// includes and how many failed.
+    /// them. A selected transaction that fails leaves the pool and the block is built again
+    /// from the rest (at most [`FILL_ROUNDS`] times), so one sender's failing transactions
+    /// do not leave its slots empty. Returns the block, the transactions it includes and
+    /// how many failed.
     fn select_and_prepare(
         &self,
         ancestors: &[&SpeculativeBlock],
         timestamp: u64,
     ) -> Result<(PreparedBlock, Vec<RecoveredTx>, usize), ImportError> {
         let parent = self.chain.parent_of(ancestors)?;
-        let mut next_nonces = std::collections::HashMap::new();
+        let mut next_nonces = HashMap::new();
         for tx in ancestors.iter().flat_map(|block| &block.recovered) {
             let next = next_nonces.entry(tx.sender).or_insert(0);
             *next = (*next).max(tx.tx.envelope().nonce() + 1);
         }
-        let selected = self.pool.select_after(
-            parent.base_fee_per_gas,
-            parent.gas_limit,
-            self.max_block_txs,
-            &next_nonces,
-        );
-        let prepared =
-            self.chain
-                .prepare_on(ancestors, &selected, timestamp.max(parent.timestamp))?;
-        let included: std::collections::HashSet<B256> = prepared
-            .block
-            .transactions()
-            .iter()
-            .map(|tx| tx.hash())
-            .collect();
-        let (included, failed): (Vec<RecoveredTx>, Vec<RecoveredTx>) = selected
-            .into_iter()
-            .partition(|tx| included.contains(&tx.tx.hash()));
-        let failed: Vec<B256> = failed.iter().map(|tx| tx.tx.hash()).collect();
-        self.pool.discard(&failed, DropReason::FailedExecution);
-        Ok((prepared, included, failed.len()))
+        let mut dropped = 0;
+        let mut round = 1;
+        loop {
+            let selected = self.pool.select_after(
+                parent.base_fee_per_gas,
+                parent.gas_limit,
+                self.max_block_txs,
+                &next_nonces,
+            );
+            let prepared =
+                self.chain
+                    .prepare_on(ancestors, &selected, timestamp.max(parent.timestamp))?;
+            let included: HashSet<B256> = prepared
+                .block
+                .transactions()
+                .iter()
+                .map(|tx| tx.hash())
+                .collect();
+            let (included, failed): (Vec<RecoveredTx>, Vec<RecoveredTx>) = selected
+                .into_iter()
+                .partition(|tx| included.contains(&tx.tx.hash()));
+            let failed = first_failures(&failed);
+            dropped += failed.len();
+            self.pool.discard(&failed, DropReason::FailedExecution);
+            if failed.is_empty() || round == FILL_ROUNDS {
+                return Ok((prepared, included, dropped));
+            }
+            round += 1;
+        }
     }
 
     /// Imports consecutive blocks other nodes produced through the whole import pipeline
@@ -281,6 +292,28 @@ impl<'s> BlockProducer<'s> {
     pub fn head(&self) -> Result<(u64, B256), ImportError> {
         self.chain.head()
     }
+}
+
+/// How many times a block is built when selected transactions keep failing: the first
+/// build and refills. Each refill re-executes the block, so the bound keeps a producer
+/// that meets failing transactions within a few executions per block.
+const FILL_ROUNDS: usize = 3;
+
+/// The hashes of the transactions among `failed` that failed on their own: each sender's
+/// lowest nonce. Its later ones failed only because that nonce was missing; they stay in
+/// the pool, behind the gap, and are not selected again until it is filled.
+fn first_failures(failed: &[RecoveredTx]) -> Vec<B256> {
+    let mut first: HashMap<Address, (u64, B256)> = HashMap::new();
+    for tx in failed {
+        let nonce = tx.tx.envelope().nonce();
+        let entry = first.entry(tx.sender).or_insert((nonce, tx.tx.hash()));
+        if nonce < entry.0 {
+            *entry = (nonce, tx.tx.hash());
+        }
+    }
+    let mut hashes: Vec<B256> = first.into_values().map(|(_, hash)| hash).collect();
+    hashes.sort_unstable();
+    hashes
 }
 
 /// Brings `pool` up to date after block `number` included `included`.

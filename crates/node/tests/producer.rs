@@ -14,8 +14,13 @@ use stave_verify::SenderCache;
 const CHAIN_ID: u64 = 1337;
 
 fn transfer(nonce: u64, value: u64) -> Vec<u8> {
-    let signer = LocalSigner::from_secret(&dev_account(0).secret).expect("key");
-    let tx = TxBuilder::new(CHAIN_ID, 2 * u128::from(DEFAULT_BASE_FEE)).transfer(
+    transfer_from(0, nonce, value, 2)
+}
+
+/// A transfer of `value` wei from dev account `account` paying `fee_times` the base fee.
+fn transfer_from(account: u64, nonce: u64, value: u64, fee_times: u128) -> Vec<u8> {
+    let signer = LocalSigner::from_secret(&dev_account(account).secret).expect("key");
+    let tx = TxBuilder::new(CHAIN_ID, fee_times * u128::from(DEFAULT_BASE_FEE)).transfer(
         nonce,
         Address::repeat_byte(0x42),
         U256::from(value),
@@ -206,4 +211,47 @@ fn blocks_built_on_uncommitted_parents_commit_to_the_chain_a_plain_import_makes(
         })
         .collect();
     assert!(roots.iter().all(|root| *root == roots[0]));
+}
+
+#[test]
+fn a_block_is_filled_from_the_rest_when_selected_transactions_fail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 256 << 20).expect("opens");
+    let spec = ChainSpec::dev(CHAIN_ID, 2);
+    let (mut producer, pool) = producer_over(&store, &spec);
+    // Account 5 has nothing on this chain, but the pool admitted its transactions against
+    // a state that funds it (as a pool whose view of a balance is stale would): a full
+    // block of them, paying the most, is selected first and fails at execution.
+    let funded_elsewhere = stave_exec::MemoryState::from_genesis(&ChainSpec::dev(CHAIN_ID, 6));
+    let failing: Vec<_> = (0..100)
+        .map(|nonce| transfer_from(5, nonce, 1, 4))
+        .collect();
+    let added = pool.add(&failing, &funded_elsewhere, DEFAULT_BASE_FEE);
+    assert!(added.iter().all(Result::is_ok), "{added:?}");
+    let good: Vec<_> = (0..3).map(|nonce| transfer_from(1, nonce, 1, 2)).collect();
+    let added = pool.add(&good, &funded_elsewhere, DEFAULT_BASE_FEE);
+    assert!(added.iter().all(Result::is_ok), "{added:?}");
+
+    let produced = producer.produce(1).expect("produces");
+    // The block holds the rest, not nothing; only account 5's first transaction failed on
+    // its own and left the pool, its later ones wait behind the gap.
+    assert_eq!(produced.block.transactions().len(), 3);
+    assert_eq!(produced.dropped, 1);
+    assert_eq!(
+        pool.status(),
+        stave_txpool::PoolStatus {
+            pending: 0,
+            queued: 99
+        }
+    );
+    assert_eq!(
+        pool.dropped()[stave_txpool::DropReason::FailedExecution.index()],
+        ("failed_execution", 1)
+    );
+    // The next block has nothing executable: empty, and nothing more fails.
+    let produced = producer.produce(2).expect("produces");
+    assert_eq!(
+        (produced.block.transactions().len(), produced.dropped),
+        (0, 0)
+    );
 }
