@@ -10,7 +10,8 @@ use crate::{convert::rpc_tx, rpc::Rpc};
 /// `txpool_*` methods.
 #[rpc(server)]
 pub trait TxpoolApi {
-    /// Pending and queued counts.
+    /// Pending and queued counts (go-ethereum's fields), and `dropped`: how many
+    /// transactions left the pool without being included, by reason.
     #[method(name = "txpool_status")]
     fn status(&self) -> RpcResult<Value>;
     /// Every pooled transaction by sender and nonce.
@@ -21,9 +22,17 @@ pub trait TxpoolApi {
 impl TxpoolApiServer for Rpc {
     fn status(&self) -> RpcResult<Value> {
         let status = self.ctx.pool.status();
+        let dropped: serde_json::Map<_, _> = self
+            .ctx
+            .pool
+            .dropped()
+            .iter()
+            .map(|(reason, count)| (reason.to_string(), json!(format!("{count:#x}"))))
+            .collect();
         Ok(json!({
             "pending": format!("{:#x}", status.pending),
             "queued": format!("{:#x}", status.queued),
+            "dropped": dropped,
         }))
     }
 
