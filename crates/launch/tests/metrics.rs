@@ -8,26 +8,17 @@ mod support;
 use std::time::Duration;
 
 use serde_json::json;
-use stave_launch::{NodeConfig, RunningNode};
-use support::{JsonRpc, account, dashboard_metrics, scrape, transfer, transfer_with_fee, wait_for};
+use support::{
+    JsonRpc, account, dashboard_metrics, dev_node_with_metrics, replace_a_queued_transfer, scrape,
+    transfer, wait_for,
+};
 
 #[test]
 fn the_grafana_dashboard_uses_only_metrics_the_node_exports() {
-    let mut config = NodeConfig::dev().expect("the dev chain").in_process();
-    config.metrics_addr = Some("127.0.0.1:0".parse().expect("an address"));
-    config.block_time = Duration::from_millis(100);
-    let node = RunningNode::start(config).expect("starts");
-    let metrics_addr = node
-        .metrics_addr()
-        .expect("the first recorder of the process");
-    assert_ne!(metrics_addr.port(), 0);
+    let (node, metrics_addr) = dev_node_with_metrics(100);
     // One admission, one refusal, one drop (a queued tx replaced), one included tx.
     let alice = account(0);
-    node.result("eth_sendRawTransaction", json!([transfer(&alice, 5)]));
-    node.result(
-        "eth_sendRawTransaction",
-        json!([transfer_with_fee(&alice, 5, 8_000_000_000)]),
-    );
+    replace_a_queued_transfer(&node, &alice);
     assert_eq!(
         node.call("eth_sendRawTransaction", json!(["0x00"]))["error"]["code"],
         json!(-32000)

@@ -465,17 +465,17 @@ fn eviction_probes(senders: u64) -> (usize, usize) {
     let raw: Vec<_> = (0..senders).map(|i| transfer(i, 0, FEE, tip(i))).collect();
     let added = pool.add(&raw, &state, DEFAULT_BASE_FEE);
     assert!(added.iter().all(Result::is_ok));
-    let cheapest = added[0].clone().unwrap();
-    add_one(&pool, &state, transfer(senders, 0, FEE, 5)).unwrap();
+    let cheapest = added[0].clone().expect("admitted");
+    add_one(&pool, &state, transfer(senders, 0, FEE, 5)).expect("evicts the cheapest");
     assert!(pool.get(&cheapest).is_none());
     let first = pool.last_eviction_probes();
-    add_one(&pool, &state, transfer(senders, 1, FEE, 12)).unwrap();
+    add_one(&pool, &state, transfer(senders, 1, FEE, 12)).expect("evicts the next");
     let second = pool.last_eviction_probes();
     // The one taken paid 10 (the lowest left); the newcomer's nonce 0 stays.
     assert_eq!(nonces(&pool, senders).0, [0, 1]);
     assert_eq!(pool.len(), senders as usize);
     assert_eq!(dropped(&pool, "evicted"), 2);
-    pool.check_invariants().unwrap();
+    pool.check_invariants().expect("consistent");
     (first, second)
 }
 

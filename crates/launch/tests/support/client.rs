@@ -122,6 +122,16 @@ pub fn transfer_with_fee(sender: &LocalSigner, nonce: u64, max_fee: u128) -> Val
     json!(format!("0x{}", hex::encode(tx.encoded())))
 }
 
+/// Sends `sender` a transfer at nonce 5 (queued behind a gap on a fresh chain) and then
+/// its replacement paying twice the fee: one admission, one drop for reason "replaced".
+pub fn replace_a_queued_transfer(node: &impl JsonRpc, sender: &LocalSigner) {
+    node.result("eth_sendRawTransaction", json!([transfer(sender, 5)]));
+    node.result(
+        "eth_sendRawTransaction",
+        json!([transfer_with_fee(sender, 5, 8_000_000_000)]),
+    );
+}
+
 /// Sends `count` transfers from `sender` (nonces from `first`) to `node`; their hashes.
 pub fn send_transfers(
     node: &impl JsonRpc,

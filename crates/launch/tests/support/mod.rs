@@ -31,6 +31,21 @@ pub fn dev_node(block_time_ms: u64) -> RunningNode {
     RunningNode::start(config).expect("the node starts")
 }
 
+/// A dev node in this process like [`dev_node`], serving metrics on a free port: the only
+/// node of its test binary (the metrics recorder is global to a process). Returns the node
+/// and the metrics address.
+pub fn dev_node_with_metrics(block_time_ms: u64) -> (RunningNode, SocketAddr) {
+    let mut config = NodeConfig::dev().expect("the dev chain").in_process();
+    config.metrics_addr = Some("127.0.0.1:0".parse().expect("an address"));
+    config.block_time = Duration::from_millis(block_time_ms);
+    let node = RunningNode::start(config).expect("starts");
+    let metrics_addr = node
+        .metrics_addr()
+        .expect("the first recorder of the process");
+    assert_ne!(metrics_addr.port(), 0);
+    (node, metrics_addr)
+}
+
 /// P2P sections for `count` nodes of one chain CA, whose files go under `dir`: each
 /// allows the others, listens on a free port and dials no one yet.
 pub fn p2p_identities(dir: &Path, count: usize) -> Vec<P2pConfig> {
