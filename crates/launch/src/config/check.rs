@@ -115,7 +115,7 @@ impl NodeConfig {
             ));
         }
         let page = page_size();
-        if self.map_size % page != 0 {
+        if !self.map_size.is_multiple_of(page) {
             return Err(refuse(
                 "map_size",
                 format_args!(
@@ -224,6 +224,9 @@ mod tests {
         config.check().expect_err("refused").to_string()
     }
 
+    /// Makes a config nonsensical in one way.
+    type Spoil = fn(&mut NodeConfig);
+
     /// Makes `config` a validator with `leader_timeout`.
     fn validator(config: &mut NodeConfig, leader_timeout: Duration) {
         config.role = Role::Validator(ConsensusConfig {
@@ -249,7 +252,7 @@ mod tests {
         config
             .check()
             .expect("a validator with the defaults passes");
-        let cases: [(&str, fn(&mut NodeConfig)); 9] = [
+        let cases: [(&str, Spoil); 9] = [
             ("`block_time_ms` is 0", |c| c.block_time = Duration::ZERO),
             ("`block_time_ms` is 600001 ms", |c| {
                 c.block_time = MAX_BLOCK_TIME + Duration::from_millis(1)
