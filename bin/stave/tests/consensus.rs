@@ -1,7 +1,8 @@
 //! Validators as real `stave node` processes, set up by `stave testnet init`: four agree
 //! on one chain under a transfer load sent to all of them; one SIGKILLed, the other three
 //! keep finalizing, and restarted it catches up to the same chain; one SIGSTOPped catches
-//! up once resumed; `stave testnet run` starts and stops a whole network. What needs no
+//! up once resumed; one whose consensus engine fails exits, and the other three go on;
+//! `stave testnet run` starts and stops a whole network. What needs no
 //! process of its own (agreement, a stopped validator, nodes that must never join) is
 //! tested in process, in `crates/launch/tests/consensus.rs`.
 
@@ -211,4 +212,36 @@ fn testnet_run_starts_every_node_and_stops_them_on_sigterm() {
             "node {i}"
         );
     }
+}
+
+/// A validator whose consensus engine fails exits with code 1 and one line naming the
+/// engine, rather than answer JSON-RPC with a chain that no longer moves; the other three
+/// keep finalizing. The fault is a real one: its journal directory replaced by a file
+/// while it runs, so the journal section of the next view cannot be created (commonware
+/// panics on a journal it cannot write; chmod would not do, tests run as root).
+#[test]
+fn a_validator_whose_consensus_engine_fails_exits_and_the_others_go_on() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let testnet = Testnet::init(root.path(), 4);
+    let mut nodes: Vec<Node> = (0..4).map(|i| testnet.launch(i)).collect();
+    let senders: Vec<LocalSigner> = (0..3).map(account).collect();
+    let first = send_beside(&senders, &nodes, 0, 3);
+    wait_final(&nodes, &first, "transfers final everywhere");
+
+    let data = testnet.dir.join("node3/data");
+    std::fs::rename(data.join("consensus"), data.join("consensus.moved")).expect("moves");
+    std::fs::write(data.join("consensus"), "not a directory").expect("writes");
+    let status = nodes[3].exit_within(Duration::from_secs(30));
+    let stderr = nodes[3].stderr();
+    let status = status.unwrap_or_else(|| panic!("validator 3 still runs:\n{stderr}"));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "one line says what failed:\n{stderr}");
+    assert!(
+        errors[0].contains("the consensus engine panicked"),
+        "{stderr}"
+    );
+
+    let more = send_beside(&senders, &nodes[..3], 3, 3);
+    wait_final(&nodes[..3], &more, "transfers final without validator 3");
 }

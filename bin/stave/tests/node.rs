@@ -1,6 +1,7 @@
 //! `stave node --dev` as a real process: it runs without transparent huge pages, SIGKILL
-//! loses no block that RPC reported, SIGTERM stops it cleanly, a bad config file is a
-//! clear error. What needs no process of its own (JSON-RPC answers, config files,
+//! loses no block that RPC reported, SIGTERM stops it cleanly, a disk that fills up stops
+//! it with a clear error and loses no block, a bad config file, a port in use and a key
+//! file others can read are clear errors naming the key. What needs no process of its own (JSON-RPC answers, config files,
 //! metrics) is tested in process, in `crates/launch/tests`.
 
 mod support;
@@ -13,7 +14,7 @@ use std::{
 use serde_json::{Value, json};
 use stave_primitives::{Address, B256, U256};
 use stave_sdk::{LocalSigner, TxBuilder};
-use support::{JsonRpc, Node, quantity};
+use support::{JsonRpc, Node, account, quantity, transfer};
 
 /// The first Hardhat/Anvil dev account's key (public knowledge).
 const ALICE_KEY: &str = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80";
@@ -31,6 +32,97 @@ fn an_unknown_config_key_is_a_clear_error() {
         .expect("runs");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("unknown field"));
+}
+
+/// Runs `stave node` with `args`; it must refuse to start. Its stderr.
+fn refused(args: &[&std::ffi::OsStr]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .arg("node")
+        .args(args)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    stderr
+}
+
+/// Values a node cannot run with, a port another process listens on, and private key
+/// files others can read are refused before the node starts, with the key named (and, for
+/// a key file, the chmod that fixes it).
+#[test]
+fn bad_values_ports_in_use_and_open_key_files_are_refused_naming_the_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("node.toml");
+    let refused_config = |text: &str| {
+        std::fs::write(&config, text).expect("writes");
+        refused(&["--config".as_ref(), config.as_os_str()])
+    };
+    for (text, expected) in [
+        ("block_time_ms = 0\n", "`block_time_ms` is 0"),
+        ("block_txs = 0\n", "`block_txs` is 0"),
+        ("pool_max_txs = 0\n", "`pool_max_txs` is 0"),
+        ("map_size = 4096\n", "`map_size` is 4096 bytes"),
+    ] {
+        let stderr = refused_config(text);
+        assert!(stderr.contains(expected), "{text}: {stderr}");
+    }
+    let stderr = refused(&["--dev".as_ref(), "--block-time-ms".as_ref(), "0".as_ref()]);
+    assert!(stderr.contains("`block_time_ms` is 0"), "{stderr}");
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let port = taken.local_addr().expect("an address").port();
+    let stderr = refused_config(&format!(
+        "rpc_addr = \"127.0.0.1:{port}\"\nmetrics_addr = \"127.0.0.1:0\"\n"
+    ));
+    assert!(
+        stderr.contains(&format!(
+            "`rpc_addr` (127.0.0.1:{port}) cannot be listened on"
+        )),
+        "{stderr}"
+    );
+
+    // A validator's key files as `stave testnet init` writes them pass; opened up, each
+    // is refused.
+    let testnet = dir.path().join("testnet");
+    let ports = support::free_ports(3);
+    let init = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .args(["testnet", "init", "--nodes", "1", "--dir"])
+        .arg(&testnet)
+        .args(["--rpc-port", &ports.to_string()])
+        .args(["--metrics-port", &(ports + 1).to_string()])
+        .args(["--p2p-port", &(ports + 2).to_string()])
+        .output()
+        .expect("runs");
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let node = testnet.join("node0");
+    for (file, key) in [
+        ("node.key", "[p2p] key"),
+        ("consensus.key", "[consensus] key"),
+    ] {
+        let path = node.join(file);
+        let mode = |mode| {
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .expect("chmod")
+        };
+        let written = std::fs::metadata(&path).expect("written");
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&written.permissions()) & 0o777,
+            0o600,
+            "{file}"
+        );
+        mode(0o644);
+        let stderr = refused(&["--config".as_ref(), node.join("config.toml").as_os_str()]);
+        assert!(stderr.contains(&format!("`{key}`")), "{stderr}");
+        assert!(
+            stderr.contains(&format!("chmod 600 {}", path.display())),
+            "{stderr}"
+        );
+        mode(0o600);
+    }
 }
 
 /// mimalloc madvises its arena for huge pages; the node turns them off for itself, so
@@ -136,4 +228,145 @@ fn sigkill_loses_no_block_rpc_reported() {
         stave_storage::read::flushed_height(&store).expect("reads"),
         Some(head)
     );
+}
+
+/// The result of one JSON-RPC call, `None` if the node did not answer it (it is gone) or
+/// answered with an error.
+fn try_result(node: &Node, method: &str, params: Value) -> Option<Value> {
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let (_, body) = node.try_post(&request.to_string()).ok()?;
+    let response: Value = serde_json::from_str(&body).ok()?;
+    response.get("result").cloned()
+}
+
+/// A disk that fills up under a running node (here a file-size limit on its process, so
+/// no root is needed; the node turns the kernel's SIGXFSZ into a failed write) stops it
+/// within a bounded time with exit code 1 and one line saying what failed; started again
+/// with room, it is at the same head or later, with every block it reported before.
+#[test]
+fn a_full_disk_stops_the_node_with_a_clear_error_and_a_restart_keeps_every_block() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let datadir = dir.path().join("chain");
+    // A first run makes the data dir; the limit then leaves it room for a few blocks.
+    let mut node = Node::start(&datadir);
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &node.child.id().to_string()])
+            .status()
+            .expect("kill runs")
+            .success()
+    );
+    assert!(
+        node.exit_within(Duration::from_secs(20))
+            .is_some_and(|s| s.success())
+    );
+    let size = std::fs::metadata(datadir.join("data.mdb"))
+        .expect("the store")
+        .len();
+    let (command, port, metrics_port) = Node::dev_command(&datadir);
+    let mut limited = Command::new("bash");
+    limited
+        .arg("-c")
+        .arg(format!("ulimit -f {}; exec \"$@\"", size / 1024 + 512))
+        .arg("bash")
+        .arg(command.get_program())
+        .args(command.get_args());
+    let mut node = Node::launch(limited, port, metrics_port);
+
+    let (reported, error) = load_until_it_fails(&mut node);
+    assert!(error.contains("the disk may be full"), "{error}");
+
+    // With room again it starts where it stopped, every reported block in place.
+    keeps_every_block(&Node::start(&datadir), &reported);
+}
+
+/// A store whose map fills up under a running node stops it within a bounded time with
+/// exit code 1 and one line naming the config key to raise (`map_size`); restarted with a
+/// larger map, it has every block it reported before.
+#[test]
+fn a_full_map_stops_the_node_naming_map_size_and_a_larger_map_keeps_every_block() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("node.toml");
+    let start = |map_size: usize| {
+        std::fs::write(
+            &config,
+            format!("datadir = \"chain\"\nblock_time_ms = 100\nmap_size = {map_size}\n"),
+        )
+        .expect("writes");
+        let (port, metrics_port) = (support::free_port(), support::free_port());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
+        command
+            .args(["node", "--config"])
+            .arg(&config)
+            .args(["--rpc-addr", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")]);
+        Node::launch(command, port, metrics_port)
+    };
+    let mut node = start(stave_launch::MIN_MAP_SIZE);
+    let (reported, error) = load_until_it_fails(&mut node);
+    assert!(error.contains("raise `map_size`"), "{error}");
+    keeps_every_block(&start(64 << 20), &reported);
+}
+
+/// Sends `node` transfers from ten senders, a batch at a time, until it exits (within a
+/// minute); it must exit with code 1 and one `error:` line. The hashes of the blocks
+/// JSON-RPC reported on the way (by number, from 0), and that line.
+fn load_until_it_fails(node: &mut Node) -> (Vec<Value>, String) {
+    let senders: Vec<LocalSigner> = (0..10).map(account).collect();
+    let mut reported: Vec<Value> = Vec::new();
+    let started = Instant::now();
+    let mut nonce = 0;
+    let status = loop {
+        if let Some(status) = node.child.try_wait().expect("the node's status") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the node still runs without room; stderr:\n{}",
+            node.stderr()
+        );
+        let batch: Vec<Value> = senders
+            .iter()
+            .flat_map(|sender| (nonce..nonce + 20).map(move |n| transfer(sender, n)))
+            .enumerate()
+            .map(|(id, raw)| {
+                json!({"jsonrpc": "2.0", "id": id, "method": "eth_sendRawTransaction", "params": [raw]})
+            })
+            .collect();
+        if node.try_post(&Value::Array(batch).to_string()).is_ok() {
+            nonce += 20;
+        }
+        let head = try_result(node, "eth_blockNumber", json!([])).and_then(|n| quantity(&n));
+        for number in reported.len() as u64..=head.unwrap_or(0) {
+            let block = try_result(
+                node,
+                "eth_getBlockByNumber",
+                json!([format!("{number:#x}"), false]),
+            );
+            match block {
+                Some(block) if !block.is_null() => reported.push(block["hash"].clone()),
+                _ => break,
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = node.stderr();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "one line says what failed:\n{stderr}");
+    assert!(reported.len() > 1, "blocks were made before it failed");
+    (reported, errors[0].to_owned())
+}
+
+/// `node`, restarted after a failure, is at the head it reported or later, with every
+/// block of `reported` (hashes by number) in place.
+fn keeps_every_block(node: &Node, reported: &[Value]) {
+    assert!(node.head() as usize >= reported.len() - 1);
+    for (number, hash) in reported.iter().enumerate() {
+        let block = node.result(
+            "eth_getBlockByNumber",
+            json!([format!("{number:#x}"), false]),
+        );
+        assert_eq!(&block["hash"], hash, "block {number}");
+    }
 }

@@ -49,7 +49,7 @@ pub enum LaunchError {
     #[error("{0}")]
     Config(String),
     /// The Prometheus exporter could not listen.
-    #[error("serving metrics on {addr}")]
+    #[error("serving metrics on {addr} (`metrics_addr`)")]
     Metrics {
         /// Where it was to listen.
         addr: SocketAddr,
@@ -91,7 +91,7 @@ pub enum LaunchError {
         source: TlsError,
     },
     /// The P2P network could not start.
-    #[error("starting P2P on {listen}")]
+    #[error("starting P2P on {listen} (`[p2p] listen`)")]
     Net {
         /// Where it was to listen.
         listen: SocketAddr,
@@ -117,9 +117,17 @@ pub enum LaunchError {
     /// Every node of a testnet exited before it was told to stop.
     #[error("every node exited")]
     AllNodesExited,
-    /// A thread of the node panicked.
-    #[error("the {0} panicked")]
-    Panicked(&'static str),
+    /// A part the node cannot live without panicked (see `supervisor`).
+    #[error("the {part} panicked: {message}")]
+    Panicked {
+        /// The part ("consensus engine").
+        part: &'static str,
+        /// The panic's message.
+        message: String,
+    },
+    /// A part the node cannot live without ended while the node was not stopping.
+    #[error("the {0} ended by itself")]
+    Ended(&'static str),
 }
 
 impl LaunchError {

@@ -43,12 +43,14 @@ mod p2p;
 pub mod process;
 mod producer;
 pub mod stream;
+mod supervisor;
 pub mod testnet;
 mod validator;
 
 pub use config::{
     ConsensusConfig, DEFAULT_BLOCK_TIME, DEFAULT_BLOCK_TXS, DEFAULT_LEADER_TIMEOUT,
-    DEFAULT_METRICS_ADDR, NodeConfig, Overrides, P2pConfig, Role, read_genesis,
+    DEFAULT_METRICS_ADDR, MAX_BLOCK_TIME, MAX_LEADER_TIMEOUT, MIN_MAP_SIZE, NodeConfig, Overrides,
+    P2pConfig, Role, read_genesis,
 };
 pub use error::LaunchError;
 pub use node::{Exit, RunningNode, Stopped};

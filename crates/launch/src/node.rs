@@ -8,10 +8,7 @@
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::Arc,
     thread::JoinHandle,
     time::Duration,
 };
@@ -34,6 +31,7 @@ use crate::{
     LaunchError, NodeConfig, Role, follower, metrics,
     p2p::{self, Admission, P2p},
     producer::{self, Rhythm},
+    supervisor::{Part, Supervisor},
     validator::{self, ValidatorParts},
 };
 
@@ -57,7 +55,8 @@ pub struct RunningNode {
     metrics_addr: Option<SocketAddr>,
     network: Option<Network>,
     validator: Option<B256>,
-    ended: watch::Receiver<bool>,
+    /// The first vital part that ended (see `supervisor`).
+    ended: watch::Receiver<Option<Part>>,
     /// Set by `start`; taken by `stop` or `drop`.
     running: Option<Running>,
 }
@@ -72,11 +71,11 @@ struct Running {
 
 /// The threads and servers of a node.
 struct Tasks {
-    /// Tells the producer or follower loop to stop.
-    stop: Arc<AtomicBool>,
+    /// Watches the vital parts; tells the producer or follower loop to stop.
+    supervisor: Supervisor,
     /// The thread that makes blocks (the producer or follower loop, or a validator's
     /// chain actor); it writes the state layers to disk before it ends.
-    making_blocks: JoinHandle<Result<(), LaunchError>>,
+    making_blocks: JoinHandle<()>,
     /// A validator's handle on its chain actor.
     chain: Option<StaveApp>,
     /// A validator's P2P side (a producer's or follower's lives in its thread).
@@ -94,7 +93,8 @@ pub enum Exit {
     Interrupted,
     /// The process got SIGTERM.
     Terminated,
-    /// The thread that makes blocks ended by itself (on an error: see
+    /// A part the node cannot live without ended by itself: the thread that makes
+    /// blocks or a validator's consensus engine failed (an error, a panic; see
     /// [`Stopped::error`]).
     Ended,
 }
@@ -106,8 +106,8 @@ pub struct Stopped {
     pub head: u64,
     /// The head's hash.
     pub hash: B256,
-    /// The error that ended block making, if one did (storage full, a block that cannot
-    /// be committed...).
+    /// The first failure of a part the node cannot live without, if one failed (storage
+    /// full, a block that cannot be committed, a consensus engine that panicked...).
     pub error: Option<LaunchError>,
 }
 
@@ -116,6 +116,7 @@ impl RunningNode {
     /// Call it outside any async runtime: the node runs its own.
     pub fn start(config: NodeConfig) -> Result<Self, LaunchError> {
         config.check()?;
+        config.check_machine()?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -238,8 +239,9 @@ impl RunningNode {
         Ok(self.view.head()?)
     }
 
-    /// Blocks until the process gets SIGINT or SIGTERM, or the thread that makes blocks
-    /// ends by itself. Installs the process's handlers for both signals, for good.
+    /// Blocks until the process gets SIGINT or SIGTERM, or a part the node cannot live
+    /// without (the thread that makes blocks, a validator's consensus engine) ends by
+    /// itself. Installs the process's handlers for both signals, for good.
     pub fn wait(&self) -> Result<Exit, LaunchError> {
         let running = self
             .running
@@ -253,8 +255,9 @@ impl RunningNode {
             Ok(tokio::select! {
                 _ = tokio::signal::ctrl_c() => Exit::Interrupted,
                 _ = terminate.recv() => Exit::Terminated,
-                // A thread that panicked drops its sender: that ends the wait too.
-                _ = ended.wait_for(|ended| *ended) => Exit::Ended,
+                // The supervisor catches panics too; a dropped sender (it cannot be, while
+                // the node runs) ends the wait as well.
+                _ = ended.wait_for(Option::is_some) => Exit::Ended,
             })
         })
     }
@@ -288,14 +291,15 @@ impl Running {
         network: Option<&Network>,
     ) -> Result<Stopped, LaunchError> {
         let Running { runtime, tasks } = self;
-        tasks.stop.store(true, Ordering::Relaxed);
+        tasks.supervisor.stop();
         // A validator's chain actor stops after the request it is answering (each block
         // commits in one atomic write; the engine replays what is not final) and writes
         // its state layers; the producer or follower loop does the same at `stop`.
         if let Some(chain) = &tasks.chain {
             chain.stop_chain();
         }
-        let made = tasks.making_blocks.join();
+        // Its panics are caught and recorded by the supervisor, as its errors are.
+        let _ = tasks.making_blocks.join();
         if let Some(network) = network {
             network.shutdown();
         }
@@ -305,12 +309,11 @@ impl Running {
         let head = view.head();
         runtime.shutdown_timeout(SHUTDOWN_GRACE);
         drop(tasks.temp_dir);
-        let made = made.map_err(|_| LaunchError::Panicked("block producer"))?;
         let (head, hash) = head?;
         Ok(Stopped {
             head,
             hash,
-            error: made.err(),
+            error: tasks.supervisor.take_failure(),
         })
     }
 }
@@ -365,8 +368,7 @@ impl Parts {
             config: config.rpc.clone(),
         };
         let (rpc_addr, server) = stave_rpc::start(ctx).await?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ended_tx, ended) = watch::channel(false);
+        let (supervisor, ended) = Supervisor::new();
         let (making_blocks, chain, validator, p2p) = match (&config.role, p2p) {
             (Role::Validator(consensus), Some(p2p)) => {
                 let started = validator::start(
@@ -380,7 +382,7 @@ impl Parts {
                         heads,
                         idle_wait: config.block_time,
                     },
-                    ended_tx,
+                    &supervisor,
                 )?;
                 (
                     started.actor,
@@ -391,35 +393,36 @@ impl Parts {
             }
             (role, p2p) => {
                 let follows = matches!(role, Role::Follower);
-                let stop = stop.clone();
                 let handle = runtime.handle().clone();
                 let rhythm = Rhythm {
                     block_time: config.block_time,
                     block_txs: config.block_txs,
                 };
-                let thread = std::thread::Builder::new()
-                    .name("block-producer".into())
-                    .spawn(move || {
-                        let result = match p2p {
-                            Some(p2p) if follows => {
-                                follower::follow_blocks(producer, p2p, handle, &heads, &stop)
-                            }
-                            p2p => {
-                                let gossip = p2p.map(|p2p| p2p.gossip);
-                                producer::produce_blocks(
-                                    producer,
-                                    &pool,
-                                    &heads,
-                                    gossip.as_ref(),
-                                    &stop,
-                                    rhythm,
-                                )
-                            }
-                        };
-                        ended_tx.send_replace(true);
-                        result
-                    })
-                    .map_err(LaunchError::io("starting the block producer"))?;
+                let part = if follows {
+                    "block follower"
+                } else {
+                    "block producer"
+                };
+                let watched = supervisor.clone();
+                let thread = supervisor.spawn(part, "block-producer", move || {
+                    let stop = watched.stop_flag();
+                    match p2p {
+                        Some(p2p) if follows => {
+                            follower::follow_blocks(producer, p2p, handle, &heads, stop)
+                        }
+                        p2p => {
+                            let gossip = p2p.map(|p2p| p2p.gossip);
+                            producer::produce_blocks(
+                                producer,
+                                &pool,
+                                &heads,
+                                gossip.as_ref(),
+                                stop,
+                                rhythm,
+                            )
+                        }
+                    }
+                })?;
                 (thread, None, None, None)
             }
         };
@@ -435,7 +438,7 @@ impl Parts {
             running: None,
         };
         let tasks = Tasks {
-            stop,
+            supervisor,
             making_blocks,
             chain,
             p2p,

@@ -1,12 +1,34 @@
 //! Tuning of the node's process that must happen at its start: how the kernel backs its
-//! memory and how mimalloc hands freed memory back.
+//! memory, how mimalloc hands freed memory back, and how a write over the file-size limit
+//! fails.
 
-/// Tunes this process's memory for a node: transparent huge pages off, and mimalloc's
-/// purged memory handed back without decommitting it. Call it early in `main`, before
-/// much is allocated, and after the tracing subscriber is set so a failure is logged.
+/// Tunes this process for a node: transparent huge pages off, mimalloc's purged memory
+/// handed back without decommitting it, and a write over the file-size limit an error
+/// rather than a kill. Call it early in `main`, before much is allocated, and after the
+/// tracing subscriber is set so a failure is logged.
 pub fn tune() {
     purge_without_decommitting();
     disable_transparent_huge_pages();
+    ignore_file_size_signal();
+}
+
+/// Ignores SIGXFSZ, which the kernel sends a process that writes past its file-size limit
+/// (`ulimit -f`) and whose default action kills it without a word. Ignored, the write
+/// fails with `EFBIG` instead, which storage reports as a full disk
+/// (`StorageError::Write`): the node stops with a line saying so, and every block it
+/// committed before stays committed.
+fn ignore_file_size_signal() {
+    #[cfg(unix)]
+    {
+        // SAFETY: installs SIG_IGN, no handler of ours runs; done once at start.
+        let failed = unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) } == libc::SIG_ERR;
+        if failed {
+            tracing::debug!(
+                error = %std::io::Error::last_os_error(),
+                "SIGXFSZ keeps its default action"
+            );
+        }
+    }
 }
 
 /// Turns transparent huge pages off for this process (before it allocates much).

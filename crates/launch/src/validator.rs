@@ -3,6 +3,9 @@
 //! its marshal), whose channels ride on the node's `[p2p]` network. The chain actor
 //! (propose, verify, commit) runs on a thread of its own; the engine runs on another.
 //!
+//! Both threads run under the node's [`Supervisor`]: if either fails (a commit that
+//! fails, an engine task that panics on a journal it cannot write), the node stops.
+//!
 //! The engine cannot be stopped (commonware's runner has no stop): a node stopped in a
 //! process that goes on shuts the network it rides on, and its thread idles until the
 //! process ends.
@@ -15,9 +18,9 @@ use stave_consensus::{
 use stave_node::{BlockProducer, Produced};
 use stave_primitives::{B256, ChainSpec, keccak256};
 use stave_txpool::TxPool;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
-use crate::{ConsensusConfig, LaunchError, p2p::P2p};
+use crate::{ConsensusConfig, LaunchError, p2p::P2p, supervisor::Supervisor};
 
 /// What the consensus side needs from the rest of the node.
 pub(crate) struct ValidatorParts<'a> {
@@ -39,9 +42,9 @@ pub(crate) struct ValidatorParts<'a> {
 
 /// A started validator.
 pub(crate) struct Validator {
-    /// The chain actor's thread: it ends (and then sets `ended`) on an error (a block
-    /// that cannot be committed stops the node) or after [`StaveApp::stop_chain`].
-    pub actor: JoinHandle<Result<(), LaunchError>>,
+    /// The chain actor's thread: it ends on an error (a block that cannot be committed
+    /// stops the node) or after [`StaveApp::stop_chain`].
+    pub actor: JoinHandle<()>,
     /// The handle that stops the chain actor.
     pub chain: StaveApp,
     /// The validator's consensus public key, as the genesis names it.
@@ -72,12 +75,12 @@ fn ensure(holds: bool, message: impl FnOnce() -> String) -> Result<(), LaunchErr
 }
 
 /// Starts this validator: checks its key against the genesis and the `[p2p]`
-/// certificate, then runs the chain actor and the engine on threads of their own.
-/// `ended` is set when the chain actor's thread ends. Runs within the node's runtime.
+/// certificate, then runs the chain actor and the engine on threads of their own, under
+/// `supervisor`. Runs within the node's runtime.
 pub(crate) fn start(
     config: &ConsensusConfig,
     parts: ValidatorParts<'_>,
-    ended: watch::Sender<bool>,
+    supervisor: &Supervisor,
 ) -> Result<Validator, LaunchError> {
     let ValidatorParts {
         spec,
@@ -123,14 +126,8 @@ pub(crate) fn start(
         .map(keys::public_key)
         .collect::<Result<Vec<_>, _>>()
         .map_err(key_error("in the genesis's validator set"))?;
+    // `NodeConfig::check` saw it exceed the block time, the idle leader's wait.
     let leader_timeout = config.leader_timeout;
-    ensure(leader_timeout > idle_wait, || {
-        format!(
-            "consensus.leader_timeout_ms ({} ms) must exceed block_time_ms ({} ms), or an idle leader's view times out before it proposes",
-            leader_timeout.as_millis(),
-            idle_wait.as_millis()
-        )
-    })?;
     // Blocks and senders taken from the other validators when catching up, rather than
     // waited for and recovered.
     let others = OtherValidators::new(
@@ -165,21 +162,19 @@ pub(crate) fn start(
         leader_timeout,
         committed_tips: app.committed_tips(),
     };
-    let actor = std::thread::Builder::new()
-        .name("chain-actor".into())
-        .spawn(move || {
-            let result = actor
-                .run()
-                .map_err(LaunchError::import("committing a finalized block"));
-            ended.send_replace(true);
-            result
-        })
-        .map_err(LaunchError::io("starting the chain actor"))?;
+    let actor = supervisor.spawn("chain actor", "chain-actor", move || {
+        actor
+            .run()
+            .map_err(LaunchError::import("committing a finalized block"))
+    })?;
     let chain = app.clone();
-    std::thread::Builder::new()
-        .name("consensus".into())
-        .spawn(move || run_validator(validator, app))
-        .map_err(LaunchError::io("starting the consensus engine"))?;
+    // Never joined: it cannot be stopped (see above). Its end is a failure unless the
+    // node is stopping; a panic of any of its tasks (commonware's runner passes it on
+    // to this thread) is one.
+    supervisor.spawn("consensus engine", "consensus", move || {
+        run_validator(validator, app);
+        Ok(())
+    })?;
     Ok(Validator {
         actor,
         chain,

@@ -5,8 +5,12 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StorageError {
-    /// The memory map is full: the data dir needs a larger `map_size`.
-    #[error("the database map of {map_size} bytes is full: raise storage.map_size and restart")]
+    /// The memory map is full: the data dir needs a larger `map_size` (the node config's
+    /// key; `--map-size` of `stave import` and `stave export`).
+    #[error(
+        "the database map of {map_size} bytes is full: raise `map_size` in the node's config \
+         (`--map-size` for `stave import`) and restart; nothing of this write was stored"
+    )]
     MapFull {
         /// The configured map size in bytes.
         map_size: usize,

@@ -63,7 +63,7 @@ fn a_full_map_fails_the_whole_batch_with_a_clear_error() {
         matches!(err, StorageError::MapFull { map_size: m } if m == map_size),
         "{err}"
     );
-    assert!(err.to_string().contains("raise storage.map_size"));
+    assert!(err.to_string().contains("raise `map_size`"), "{err}");
     // Nothing of the failed batch is visible; what was there before still is.
     assert_eq!(
         store.get(Table::Meta, b"head").expect("reads"),

@@ -53,7 +53,26 @@ impl NodeArgs {
     }
 }
 
-/// Runs `stave node` until SIGINT or SIGTERM (or until block making fails).
+/// How long a node one of whose vital parts failed gets to stop in order (its state
+/// layers written, its servers closed) before the process exits anyway: it must not
+/// linger half-alive. Everything it committed is durable already.
+const FAILED_STOP_DEADLINE: Duration = Duration::from_secs(20);
+
+/// Exits the process with code 1 after `deadline`, from a thread of its own.
+fn exit_unless_stopped_within(deadline: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(deadline);
+        eprintln!(
+            "error: a part the node cannot live without failed, and the node did not stop within {} s: exiting",
+            deadline.as_secs()
+        );
+        std::process::exit(1);
+    });
+}
+
+/// Runs `stave node` until SIGINT or SIGTERM, or until a part it cannot live without
+/// (block making, a validator's consensus engine) fails: then it exits with code 1 and the
+/// failure on one line.
 pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     let config = args.config()?;
     let dev_accounts = config.dev_accounts.clone();
@@ -89,7 +108,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     match node.wait()? {
         Exit::Interrupted => println!("SIGINT: stopping"),
         Exit::Terminated => println!("SIGTERM: stopping"),
-        Exit::Ended => {}
+        Exit::Ended => exit_unless_stopped_within(FAILED_STOP_DEADLINE),
     }
     let stopped = node.stop()?;
     println!("stopped at block {} ({})", stopped.head, stopped.hash);

@@ -8,6 +8,7 @@
 mod client;
 
 use std::{
+    fs::File,
     io::{Read, Seek, SeekFrom},
     net::SocketAddr,
     path::Path,
@@ -25,6 +26,8 @@ pub struct Node {
     pub port: u16,
     /// Its metrics port.
     pub metrics_port: u16,
+    /// Where its stderr goes (an unnamed file).
+    stderr: File,
 }
 
 impl JsonRpc for Node {
@@ -37,6 +40,12 @@ impl Node {
     /// Starts `stave node --dev` (blocks every 100 ms) on free ports and waits until it
     /// answers JSON-RPC.
     pub fn start(datadir: &Path) -> Self {
+        let (command, port, metrics_port) = Self::dev_command(datadir);
+        Self::launch(command, port, metrics_port)
+    }
+
+    /// The command [`Node::start`] runs, with the ports it serves JSON-RPC and metrics on.
+    pub fn dev_command(datadir: &Path) -> (Command, u16, u16) {
         let (port, metrics_port) = (free_port(), free_port());
         let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
         command
@@ -44,14 +53,14 @@ impl Node {
             .arg(datadir)
             .args(["--rpc-addr", &format!("127.0.0.1:{port}")])
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")]);
-        Self::launch(command, port, metrics_port)
+        (command, port, metrics_port)
     }
 
     /// Runs `command` (a `stave node` serving JSON-RPC on `port` and metrics on
     /// `metrics_port`) and waits until it answers JSON-RPC.
     pub fn launch(mut command: Command, port: u16, metrics_port: u16) -> Self {
         // The node's stderr goes to an unnamed file, so a node that fails to start says why.
-        let mut stderr = tempfile::tempfile().expect("a file for the node's stderr");
+        let stderr = tempfile::tempfile().expect("a file for the node's stderr");
         let child = command
             .stdout(Stdio::null())
             .stderr(stderr.try_clone().expect("the file's handle clones"))
@@ -61,6 +70,7 @@ impl Node {
             child,
             port,
             metrics_port,
+            stderr,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while node
@@ -69,15 +79,35 @@ impl Node {
         {
             let exited = node.child.try_wait().expect("the node's status");
             if exited.is_some() || Instant::now() >= deadline {
-                let mut said = String::new();
-                let _ = stderr.seek(SeekFrom::Start(0));
-                let _ = stderr.read_to_string(&mut said);
+                let said = node.stderr();
                 let how = exited.map_or("no answer in 20 s".to_string(), |s| s.to_string());
                 panic!("the node did not start ({how}); its stderr:\n{said}");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         node
+    }
+
+    /// What it wrote to stderr so far.
+    pub fn stderr(&mut self) -> String {
+        let mut said = String::new();
+        let _ = self.stderr.seek(SeekFrom::Start(0));
+        let _ = self.stderr.read_to_string(&mut said);
+        said
+    }
+
+    /// Waits up to `limit` for the process to exit; its status, `None` if it still runs.
+    pub fn exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("the node's status") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// What its Prometheus endpoint exports now.

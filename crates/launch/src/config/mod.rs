@@ -19,6 +19,10 @@ use stave_storage::DEFAULT_MAP_SIZE;
 
 use crate::LaunchError;
 
+mod check;
+
+pub use check::{MAX_BLOCK_TIME, MAX_LEADER_TIMEOUT, MIN_MAP_SIZE};
+
 /// Default Prometheus address of `stave node`.
 pub const DEFAULT_METRICS_ADDR: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9001);
@@ -170,7 +174,22 @@ impl NodeConfig {
     /// chain's.
     pub fn from_toml_file(path: &Path) -> Result<Self, LaunchError> {
         let text = read(path)?;
-        let file: FileConfig = toml::from_str(&text).map_err(|source| LaunchError::Toml {
+        Self::from_toml_str(&text, path).map_err(|error| match error {
+            // The text's own error, once it names the file.
+            LaunchError::Toml { source, .. } => LaunchError::Toml {
+                path: path.to_path_buf(),
+                source,
+            },
+            other => other,
+        })
+    }
+
+    /// The config in `text`, TOML as [`NodeConfig::from_toml_file`] reads it from the
+    /// file at `path` (relative paths in it are taken from `path`'s directory; nothing is
+    /// read but the genesis file it names). Any text gives a config or an error, never a
+    /// panic (`fuzz/fuzz_targets/config_toml.rs`).
+    pub fn from_toml_str(text: &str, path: &Path) -> Result<Self, LaunchError> {
+        let file: FileConfig = toml::from_str(text).map_err(|source| LaunchError::Toml {
             path: path.to_path_buf(),
             source,
         })?;
@@ -208,21 +227,6 @@ impl NodeConfig {
         }
         self.block_time = block_time.unwrap_or(self.block_time);
         self.block_txs = block_txs.unwrap_or(self.block_txs);
-    }
-
-    /// Checks that the role has what it needs.
-    pub(crate) fn check(&self) -> Result<(), LaunchError> {
-        let needs_peers = match &self.role {
-            Role::Producer => return Ok(()),
-            Role::Follower => {
-                "a node that does not produce blocks needs a [p2p] section with peers to follow"
-            }
-            Role::Validator(_) => CONSENSUS_NEEDS,
-        };
-        match self.p2p {
-            Some(_) => Ok(()),
-            None => Err(LaunchError::Config(needs_peers.into())),
-        }
     }
 }
 
@@ -375,11 +379,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<NodeConfig, LaunchError> {
-        let file: FileConfig = toml::from_str(text).map_err(|source| LaunchError::Toml {
-            path: PathBuf::from("test.toml"),
-            source,
-        })?;
-        file.resolve(Path::new("/base"))
+        NodeConfig::from_toml_str(text, Path::new("/base/test.toml"))
     }
 
     #[test]
