@@ -48,7 +48,7 @@ mod validator;
 
 pub use config::{
     ConsensusConfig, DEFAULT_BLOCK_TIME, DEFAULT_BLOCK_TXS, DEFAULT_LEADER_TIMEOUT,
-    DEFAULT_METRICS_ADDR, NodeConfig, Overrides, P2pConfig, Role, read_genesis,
+    DEFAULT_METRICS_ADDR, NodeConfig, Overrides, P2pConfig, P2pLimits, Role, read_genesis,
 };
 pub use error::LaunchError;
 pub use node::{Exit, RunningNode, Stopped};

@@ -19,6 +19,10 @@ use stave_storage::DEFAULT_MAP_SIZE;
 
 use crate::LaunchError;
 
+mod p2p;
+
+pub use p2p::P2pLimits;
+
 /// Default Prometheus address of `stave node`.
 pub const DEFAULT_METRICS_ADDR: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9001);
@@ -103,6 +107,11 @@ pub struct P2pConfig {
     pub allowed: Vec<NodeId>,
     /// Peers to dial and keep connected.
     pub peers: Vec<StaticPeer>,
+    /// The node ids whose blocks a follower takes (its producer); empty takes them from
+    /// any allowed peer. A validator takes blocks from the validators only.
+    pub block_sources: Vec<NodeId>,
+    /// What peers may hold of this node (`[p2p.limits]`).
+    pub limits: P2pLimits,
 }
 
 /// The `[consensus]` section: this validator's key and engine settings.
@@ -281,6 +290,11 @@ struct P2pSection {
     allowed: Vec<String>,
     #[serde(default)]
     peers: Vec<PeerSection>,
+    /// Node ids (hex) whose blocks a follower takes.
+    #[serde(default)]
+    block_sources: Vec<String>,
+    #[serde(default)]
+    limits: p2p::LimitsSection,
 }
 
 /// A `[[p2p.peers]]` entry.
@@ -357,6 +371,12 @@ impl P2pSection {
                     address: peer.address,
                 })
                 .collect(),
+            block_sources: self
+                .block_sources
+                .iter()
+                .map(|id| parse_node_id(id))
+                .collect::<Result<_, _>>()?,
+            limits: self.limits.resolve()?,
         })
     }
 }
