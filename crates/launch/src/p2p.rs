@@ -154,6 +154,12 @@ pub(crate) async fn start(
     let local = identity.node_id()?;
     let allowed: HashSet<_> = config.allowed.iter().copied().collect();
     let tls = NodeTls::new(&ca, &identity, allowed)?;
+    // Every connection and pending handshake takes a descriptor: the caps on them, not
+    // the common default soft limit of 1,024, should be what bounds them.
+    match stave_net::raise_fd_limit() {
+        Ok(limit) => tracing::debug!(limit, "open file limit"),
+        Err(error) => tracing::warn!(%error, "the open file limit could not be raised"),
+    }
     let mut network_config = NetworkConfig {
         late_groups,
         ..NetworkConfig::new(config.listen, config.peers.clone())

@@ -157,34 +157,16 @@ fn a_validator_whose_certificate_comes_from_another_ca_never_joins() {
     three_finalize_and_the_fourth_never_joins(&configs, "a node from another CA imported blocks");
 }
 
-/// Raises this process's soft limit on open files to its hard limit; returns the limit.
-fn raise_fd_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 1024;
-        }
-        let raised = libc::rlimit {
-            rlim_cur: limit.rlim_max,
-            rlim_max: limit.rlim_max,
-        };
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-            limit = raised;
-        }
-    }
-    limit.rlim_cur
-}
-
 /// 5,000 connections that never finish a TLS handshake against validator 0's P2P port
 /// (fewer if this process may not open that many descriptors): the four validators keep
 /// finalizing transfers sent to validator 0, so it stays connected to the others.
 #[test]
 fn a_handshake_flood_on_a_validator_leaves_the_chain_finalizing() {
-    let flood = 5_000.min(raise_fd_limit().saturating_sub(2_048) as usize);
+    let flood = 5_000.min(
+        stave_net::raise_fd_limit()
+            .unwrap_or(1_024)
+            .saturating_sub(2_048) as usize,
+    );
     assert!(flood >= 500, "too few descriptors for a meaningful flood");
     let root = tempfile::tempdir().expect("tempdir");
     let (_alone, nodes) = start(&init(root.path(), 4));

@@ -36,28 +36,6 @@ fn echo(network: &Network) {
     });
 }
 
-/// Raises this process's soft limit on open files to its hard limit; returns the limit.
-fn raise_fd_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 1024;
-        }
-        let raised = libc::rlimit {
-            rlim_cur: limit.rlim_max,
-            rlim_max: limit.rlim_max,
-        };
-        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-            limit = raised;
-        }
-    }
-    limit.rlim_cur
-}
-
 /// Opens `count` TCP connections to `target` from source addresses 127.0.0.2,
 /// 127.0.0.3, ... (`per_ip` from each), which never send a byte.
 async fn silent_connections(target: SocketAddr, count: usize, per_ip: usize) -> Vec<TcpStream> {
@@ -89,7 +67,12 @@ async fn silent_connections(target: SocketAddr, count: usize, per_ip: usize) -> 
 async fn a_handshake_flood_leaves_honest_peers_connected_and_talking() {
     // 5,000 as the issue asks, fewer if this process may not open that many descriptors
     // (each silent connection costs one here and, while held, one in the node).
-    let flood = 5_000.min(raise_fd_limit().saturating_sub(1_024) as usize / 2);
+    let flood = 5_000.min(
+        stave_net::raise_fd_limit()
+            .unwrap_or(1_024)
+            .saturating_sub(1_024) as usize
+            / 2,
+    );
     assert!(flood >= 500, "too few descriptors for a meaningful flood");
     let chain = Chain::new(3);
     let handshake_timeout = Duration::from_secs(2);
