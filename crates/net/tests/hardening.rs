@@ -1,6 +1,7 @@
 //! The network under hostile or broken peers, on loopback: thousands of connections that
 //! never finish a TLS handshake leave honest peers connected and talking; a link that
-//! goes dead without closing is found by keepalive, while a quiet live one stays.
+//! goes dead without closing is found by keepalive, while a quiet live one stays; a peer
+//! holds no more than its receive budget of frames a module has not taken.
 
 mod support;
 
@@ -267,6 +268,51 @@ async fn keepalive_finds_a_dead_link_and_keeps_a_quiet_live_one() {
         noticed >= timeout - interval,
         "dropped before the timeout: {noticed:?}"
     );
+    client.shutdown();
+    server.shutdown();
+}
+
+/// A peer's frames waiting for a module that does not keep up are bounded in bytes: past
+/// the peer's receive budget its frames are dropped, and once the module has taken what
+/// waits, the peer's frames are taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_cannot_queue_more_than_its_receive_budget_for_a_slow_module() {
+    const SINK: u16 = 2;
+    let chain = Chain::new(2);
+    let server = chain
+        .start(0, vec![], |config| config.recv_queue_bytes = 4 << 20)
+        .await;
+    echo(&server);
+    // Room for every frame by count: only the byte budget can refuse them.
+    let mut sink = server.register(GROUP, SINK, 1_000);
+    let client = chain.start(1, vec![chain.peer(0, &server)], |_| {}).await;
+    eventually("the connection", || client.peers().len() == 1).await;
+    // Four of these fit the budget, with room left for the echo requests.
+    let payload = Bytes::from(support::incompressible((1 << 20) - 1_000));
+    let server_id = chain.ids[0];
+    let send = |count: usize| {
+        let (client, payload) = (client.clone(), payload.clone());
+        async move {
+            for _ in 0..count {
+                let frame = client.frame(ProtocolId::request(GROUP, SINK), 0, payload.clone());
+                client.send(server_id, &frame).await.expect("sent");
+            }
+            // Frames are routed in order: once this is answered, every one before it
+            // was queued or dropped.
+            let echo = ProtocolId::request(GROUP, ECHO);
+            client
+                .request(server_id, echo, 0, Bytes::from_static(b"sync"))
+                .await
+                .expect("answered");
+        }
+    };
+    send(20).await;
+    assert_eq!(sink.len(), 4, "frames waiting under a 4 MiB budget");
+    // The module takes them: the budget is free again for the peer's next frames.
+    while sink.try_recv().is_ok() {}
+    send(2).await;
+    assert_eq!(sink.len(), 2);
+    assert_eq!(client.peers(), vec![server_id], "dropping is no offence");
     client.shutdown();
     server.shutdown();
 }
