@@ -6,7 +6,7 @@ use bytes::Bytes;
 use stave_codec::encode_block;
 use stave_net::{
     BlockParts, CompactBlock, CompactError,
-    compact::{FifoMap, Rebuild, short_id},
+    compact::{FifoMap, Rebuild, check_block, short_id},
     decode_compact,
 };
 use stave_primitives::{Block, DEFAULT_BASE_FEE, DEV_GAS_LIMIT, Header, SignedTx};
@@ -84,7 +84,8 @@ fn a_short_id_is_pinned_and_independent_of_the_host() {
 const PINNED_SHORT_ID: u64 = 17_200_025_198_085_591_174;
 
 /// A compact block or block declaring more transactions than its gas limit allows (at
-/// 21,000 gas each) is refused before its ids or transactions are taken.
+/// 21,000 gas each) is refused before its ids or transactions are taken; so is a block
+/// fetched by number or carried by consensus (`check_block`).
 #[test]
 fn more_txs_than_the_gas_limit_allows_are_refused() {
     let txs = transfers(3);
@@ -101,7 +102,12 @@ fn more_txs_than_the_gas_limit_allows_are_refused() {
         BlockParts::from_block(&bytes),
         Err(CompactError::TooManyTxs { count: 3, max: 2 })
     ));
+    assert!(matches!(
+        check_block(&bytes),
+        Err(CompactError::TooManyTxs { count: 3, max: 2 })
+    ));
     block.header.gas_limit = 3 * 21_000;
+    check_block(&encode_block(&block).expect("encodes")).expect("fits");
     let parts = BlockParts::from_block(&encode_block(&block).expect("encodes")).expect("fits");
     let mut compact = parts.compact();
     compact.header.gas_limit = 2 * 21_000;
