@@ -1,4 +1,4 @@
-//! The properties the `frame`, `compact` and `senders` fuzz targets check, shared with
+//! The properties the `frame`, `compact`, `senders` and `range_request` fuzz targets check, shared with
 //! `crates/net/tests/fuzz_corpus.rs`, which replays the checked-in corpus under `cargo
 //! test`: hostile bytes give a typed error or frames within the limits, and every frame
 //! decoded survives encoding and decoding again unchanged.
@@ -52,5 +52,19 @@ pub fn senders(data: &[u8]) {
     );
     if let Some(senders) = decoded {
         assert_eq!(senders.encode(), data);
+    }
+}
+
+/// A peer's request for blocks by number (`BLOCKS`, `SENDERS`): exactly 12 bytes read
+/// back exactly, anything else a typed refusal naming its length.
+pub fn range_request(data: &[u8]) {
+    use stave_net::gossip::{RangeRequest, RangeRequestError};
+    match RangeRequest::decode(data) {
+        Ok(request) => assert_eq!(request.encode(), data),
+        Err(RangeRequestError::Length(len)) => {
+            assert_eq!(len, data.len());
+            assert_ne!(len, RangeRequest::LEN);
+        }
+        Err(error) => panic!("unexpected refusal: {error}"),
     }
 }

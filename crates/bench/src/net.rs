@@ -94,6 +94,8 @@ fn block(txs: Vec<SignedTx>) -> Result<Vec<u8>, BenchError> {
     let mut block = Block {
         header: Header {
             number: 1,
+            // Gossip refuses more transactions than the gas limit allows.
+            gas_limit: stave_primitives::DEV_GAS_LIMIT,
             ..Header::default()
         },
         transactions: txs,

@@ -141,6 +141,10 @@ impl Read for ConsensusBlock {
         }
         let mut bytes = vec![0; len];
         buf.copy_to_slice(&mut bytes);
+        // More transactions than the gas limit allows are refused before any is decoded
+        // (decoding allocates per transaction the list declares).
+        stave_net::compact::check_block(&bytes)
+            .map_err(|error| CodecError::Wrapped("stave block", Box::new(error)))?;
         Self::decode(bytes).map_err(|error| CodecError::Wrapped("stave block", Box::new(error)))
     }
 }

@@ -38,7 +38,7 @@ use stave_net::{Inbound, NetError, Network, NodeId, Offence, ProtocolId, ed25519
 /// [`stave_net::gossip::GROUP`] (0), so consensus frames never reach gossip's handlers.
 pub const GROUP: i16 = 1;
 /// Module of channel 0; channel `c` is module `MODULE_BASE + c`. Kept apart from gossip's
-/// modules (1–4) too, because the per-module byte counters are labelled by module alone.
+/// modules (1–5) too, because the per-module byte counters are labelled by module alone.
 pub const MODULE_BASE: u16 = 0x10;
 /// Channels a [`ConsensusNet`] can carry (modules `0x10..0x20`); the engine uses 0–4.
 pub const MAX_CHANNELS: u64 = 16;
@@ -47,6 +47,10 @@ pub const MAX_CHANNELS: u64 = 16;
 pub const MAX_MESSAGE_BYTES: usize = crate::block::MAX_BLOCK_BYTES + 64 * 1024;
 /// Frames a channel buffers before the network drops arrivals (and counts them).
 pub const BACKLOG: usize = 1024;
+/// Bytes of one validator's messages a channel holds for the engine; beyond it, that
+/// validator's arrivals are dropped (and counted). A frame count alone would let one
+/// validator pin [`BACKLOG`] block-sized messages; this leaves room for a few blocks.
+pub const BACKLOG_BYTES: usize = 4 * MAX_MESSAGE_BYTES;
 /// How often the blocked set is re-read, so that peers whose ban ended are reported
 /// unblocked.
 const BAN_POLL: Duration = Duration::from_secs(1);
@@ -197,7 +201,14 @@ impl ConsensusNet {
                 .validators
                 .by_id
                 .iter()
-                .map(|(id, key)| (*id, (key.clone(), VecDeque::new())))
+                .map(|(id, key)| {
+                    let waiting = Waiting {
+                        key: key.clone(),
+                        messages: VecDeque::new(),
+                        bytes: 0,
+                    };
+                    (*id, waiting)
+                })
                 .collect(),
             order: self.validators.by_id.keys().copied().collect(),
             next: 0,
@@ -405,12 +416,20 @@ impl CheckedSender for CheckedChannelSender<'_> {
     }
 }
 
+/// One validator's messages drained from the network and not yet handed to the engine.
+struct Waiting {
+    key: PublicKey,
+    messages: VecDeque<IoBuf>,
+    /// Their bytes, at most [`BACKLOG_BYTES`] (or one larger message alone).
+    bytes: usize,
+}
+
 /// Receives on one consensus channel: messages from validators only, each validator
 /// served in turn.
 ///
 /// Fairness: every `recv` first drains whatever the network has queued for the channel
 /// (cheap: no message is decoded or verified here) into one queue per validator, each
-/// bounded by [`BACKLOG`], and then takes the oldest message of the next validator in
+/// bounded by [`BACKLOG`] messages and [`BACKLOG_BYTES`] bytes, and then takes the oldest message of the next validator in
 /// turn. A validator that floods the channel overflows only its own queue, so the
 /// others' votes still reach the engine, and the network's shared backlog stays short
 /// because it is emptied on every call.
@@ -420,7 +439,7 @@ pub struct ChannelReceiver {
     network: Network,
     /// Messages drained from the network and not yet handed to the engine, per
     /// validator's node id.
-    waiting: HashMap<NodeId, (PublicKey, VecDeque<IoBuf>)>,
+    waiting: HashMap<NodeId, Waiting>,
     /// The validators' node ids in the order they are served.
     order: Vec<NodeId>,
     /// Index into `order` of the validator served next.
@@ -440,15 +459,23 @@ impl ChannelReceiver {
     /// Queues a message from the network under its sender. One from a node that is not a
     /// validator is dropped and the node charged [`Offence::Unauthorized`]; one from a
     /// peer banned since it was received is dropped (commonware's network likewise stops
-    /// reading a blocked peer); one beyond its sender's [`BACKLOG`] is dropped.
-    fn queue(&mut self, Inbound { peer, frame }: Inbound) {
+    /// reading a blocked peer); one beyond its sender's [`BACKLOG`] or [`BACKLOG_BYTES`]
+    /// is dropped.
+    fn queue(&mut self, Inbound { peer, frame, .. }: Inbound) {
         match self.waiting.get_mut(&peer) {
             Some(_) if self.network.is_banned(&peer) => {}
-            Some((_, queue)) if queue.len() >= BACKLOG => {
+            Some(waiting)
+                if waiting.messages.len() >= BACKLOG
+                    || (!waiting.messages.is_empty()
+                        && waiting.bytes + frame.payload.len() > BACKLOG_BYTES) =>
+            {
                 metrics::counter!("stave_consensus_dropped_messages_total", "reason" => "peer_backlog")
                     .increment(1);
             }
-            Some((_, queue)) => queue.push_back(IoBuf::from(frame.payload)),
+            Some(waiting) => {
+                waiting.bytes += frame.payload.len();
+                waiting.messages.push_back(IoBuf::from(frame.payload));
+            }
             None => {
                 tracing::debug!(peer = %stave_net::short_id(&peer), channel = self.channel, "consensus message from a non-validator dropped");
                 self.network.penalize(peer, Offence::Unauthorized);
@@ -460,11 +487,12 @@ impl ChannelReceiver {
     fn take_next(&mut self) -> Option<Message<PublicKey>> {
         for step in 0..self.order.len() {
             let index = (self.next + step) % self.order.len();
-            if let Some((key, queue)) = self.waiting.get_mut(&self.order[index])
-                && let Some(message) = queue.pop_front()
+            if let Some(waiting) = self.waiting.get_mut(&self.order[index])
+                && let Some(message) = waiting.messages.pop_front()
             {
+                waiting.bytes -= message.len();
                 self.next = index + 1;
-                return Some((key.clone(), message));
+                return Some((waiting.key.clone(), message));
             }
         }
         None

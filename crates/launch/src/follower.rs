@@ -1,6 +1,11 @@
 //! The follower loop of a node that does not produce blocks: it imports its peers'
 //! blocks in order through the import pipeline, catching up by number after a gap or a
 //! restart.
+//!
+//! What peers feed it is bounded: blocks are held only up to `future_blocks` ahead of
+//! the head (one per number), so a peer announcing far-off numbers pins nothing. A block
+//! the node refuses costs its sender only when the block is at fault; a failure of this
+//! node's own (storage, the executor) stops the loop with the error instead.
 
 use std::{
     collections::BTreeMap,
@@ -13,7 +18,7 @@ use std::{
 
 use bytes::Bytes;
 use stave_net::{Network, NodeId, Offence, gossip::MAX_BLOCKS_PER_REQUEST};
-use stave_node::{BlockProducer, Produced};
+use stave_node::{BlockProducer, ImportError, Produced};
 use tokio::{runtime::Handle, sync::broadcast};
 
 use crate::{LaunchError, p2p::P2p, producer::close};
@@ -31,6 +36,7 @@ pub(crate) fn follow_blocks(
         network,
         gossip,
         mut blocks,
+        future_blocks,
         ..
     } = p2p;
     let mut pending: BTreeMap<u64, (NodeId, Bytes)> = BTreeMap::new();
@@ -40,6 +46,13 @@ pub(crate) fn follow_blocks(
         });
         match received {
             Ok(Some(block)) => {
+                let (head, _) = producer
+                    .head()
+                    .map_err(LaunchError::import("reading the head"))?;
+                if block.number <= head || block.number - head > future_blocks {
+                    metrics::counter!("stave_follower_blocks_ignored_total").increment(1);
+                    continue;
+                }
                 pending.insert(block.number, (block.from, block.bytes));
             }
             Ok(None) => break,
@@ -71,7 +84,7 @@ pub(crate) fn follow_blocks(
                     }
                 }
             };
-            if !import_all(&mut producer, &batch, heads, &network, from) {
+            if !import_all(&mut producer, &batch, heads, &network, from)? {
                 break;
             }
         }
@@ -80,14 +93,14 @@ pub(crate) fn follow_blocks(
 }
 
 /// Imports `blocks` in order, overlapping their stages; on a refused block, charges the
-/// peer that sent it and returns false.
+/// peer that sent it and returns false. A failure of this node's own is the error.
 fn import_all(
     producer: &mut BlockProducer<'static>,
     blocks: &[Bytes],
     heads: &broadcast::Sender<Arc<Produced>>,
     network: &Network,
     from: NodeId,
-) -> bool {
+) -> Result<bool, LaunchError> {
     let imported = producer.follow_stream(blocks.iter().map(AsRef::as_ref), |produced| {
         tracing::info!(
             number = produced.block.number(),
@@ -96,10 +109,55 @@ fn import_all(
         );
         let _ = heads.send(Arc::new(produced));
     });
-    if let Err(error) = imported {
-        tracing::warn!(%error, "peer's block refused");
-        network.penalize(from, Offence::BadMessage);
-        return false;
+    match imported {
+        Ok(()) => Ok(true),
+        Err(error) if block_at_fault(&error) => {
+            tracing::warn!(%error, "peer's block refused");
+            network.penalize(from, Offence::BadMessage);
+            Ok(false)
+        }
+        Err(error) => Err(LaunchError::import("importing a peer's block")(error)),
     }
-    true
+}
+
+/// True when `error` says the block is invalid (its sender's fault); false when this node
+/// failed (storage, state, the executor's threads), which no peer is to be charged for.
+fn block_at_fault(error: &ImportError) -> bool {
+    match error {
+        ImportError::Decode(_)
+        | ImportError::NotChild { .. }
+        | ImportError::HeaderMismatch { .. }
+        | ImportError::BadTimestamp { .. } => true,
+        ImportError::Verify { source, .. } => source.is_invalid_block(),
+        ImportError::Execute { source, .. } => source.is_invalid_block(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_invalid_block_is_its_senders_fault() {
+        let decode = ImportError::from(stave_codec::CodecError::FirstOffsetNotZero(1));
+        assert!(block_at_fault(&decode));
+        let not_child = ImportError::NotChild {
+            number: 5,
+            head_number: 3,
+            head: Default::default(),
+        };
+        assert!(block_at_fault(&not_child));
+        // This node's own failures: a full disk, threads that did not start, a data dir
+        // of another format. No peer is charged for them.
+        let full = ImportError::Storage(stave_storage::StorageError::MapFull { map_size: 1 });
+        assert!(!block_at_fault(&full));
+        let threads = ImportError::Threads(std::io::Error::other("no threads"));
+        assert!(!block_at_fault(&threads));
+        let format = ImportError::DataFormat {
+            found: 1,
+            expected: 2,
+        };
+        assert!(!block_at_fault(&format));
+    }
 }

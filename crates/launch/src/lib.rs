@@ -50,7 +50,7 @@ mod validator;
 pub use config::{
     ConsensusConfig, DEFAULT_BLOCK_TIME, DEFAULT_BLOCK_TXS, DEFAULT_LEADER_TIMEOUT,
     DEFAULT_METRICS_ADDR, MAX_BLOCK_TIME, MAX_LEADER_TIMEOUT, MIN_MAP_SIZE, NodeConfig, Overrides,
-    P2pConfig, Role, read_genesis,
+    P2pConfig, P2pLimits, Role, read_genesis,
 };
 pub use error::LaunchError;
 pub use node::{Exit, RunningNode, Stopped};

@@ -343,19 +343,20 @@ impl Parts {
             Some(p2p_config) => {
                 // A validator's consensus channels register once its engine is built,
                 // while the other validators already send to it.
-                let (late_groups, head_stale_after) = match &config.role {
+                let (late_groups, head_stale_after, validators) = match &config.role {
                     Role::Validator(consensus) => (
                         vec![stave_consensus::transport::GROUP],
                         Some(consensus.head_stale_after(config.block_time)),
+                        Some(p2p::validator_ids(&config.genesis)?),
                     ),
-                    _ => (Vec::new(), None),
+                    _ => (Vec::new(), None, None),
                 };
                 let admission = Admission {
                     view: view.clone(),
                     pool: pool.clone(),
                     head_stale_after,
                 };
-                Some(p2p::start(p2p_config, admission, late_groups).await?)
+                Some(p2p::start(p2p_config, admission, late_groups, validators).await?)
             }
             None => None,
         };

@@ -6,10 +6,11 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 use bytes::Bytes;
 use stave_consensus::CatchingUp;
 use stave_net::{
-    BlockSenders, BlockSource, Gossip, GossipConfig, Network, NetworkConfig, NodeIdentity, NodeTls,
-    ReceivedBlock, TxAdmission,
+    BlockSenders, BlockSource, Gossip, GossipConfig, Network, NetworkConfig, NodeId, NodeIdentity,
+    NodeTls, ReceivedBlock, TxAdmission,
 };
 use stave_node::{ChainView, encoded_block};
+use stave_primitives::ChainSpec;
 use stave_storage::KvStore;
 use stave_txpool::TxPool;
 use tokio::sync::mpsc;
@@ -29,6 +30,8 @@ pub(crate) struct P2p {
     /// Set while the node is far behind its chain (a validator's consensus keeps it):
     /// transactions peers gossip are not admitted meanwhile.
     pub catching_up: Arc<CatchingUp>,
+    /// How far ahead of its head a follower holds peers' blocks.
+    pub future_blocks: u64,
 }
 
 /// What admits the transactions peers gossip: the txpool, against the newest state.
@@ -118,13 +121,31 @@ impl BlockSource for StoredBlocks {
     }
 }
 
+/// The node ids of `spec`'s validators: the only peers a validator takes blocks from.
+pub(crate) fn validator_ids(spec: &ChainSpec) -> Result<Vec<NodeId>, LaunchError> {
+    spec.validators()
+        .iter()
+        .map(|key| {
+            stave_consensus::keys::public_key(key)
+                .map(|key| stave_consensus::transport::validator_node_id(&key))
+                .map_err(|source| LaunchError::Key {
+                    what: "in the genesis's validator set".into(),
+                    source,
+                })
+        })
+        .collect()
+}
+
 /// Starts the network and gossip described by `config`, with gossiped transactions going
 /// through `admission`. `late_groups` are the network groups whose modules register after
-/// it starts (see `NetworkConfig::late_groups`). Runs on the current tokio runtime.
+/// it starts (see `NetworkConfig::late_groups`); `validators`, on a validator, are the
+/// peers whose blocks it takes (a follower takes its `block_sources`'). Runs on the
+/// current tokio runtime.
 pub(crate) async fn start(
     config: &P2pConfig,
     admission: Admission,
     late_groups: Vec<i16>,
+    validators: Option<Vec<NodeId>>,
 ) -> Result<P2p, LaunchError> {
     let ca = stave_net::tls::ca_certificate_from_pem(&read(&config.ca)?)
         .map_err(LaunchError::tls("reading the CA certificate"))?;
@@ -133,9 +154,21 @@ pub(crate) async fn start(
     let local = identity.node_id()?;
     let allowed: HashSet<_> = config.allowed.iter().copied().collect();
     let tls = NodeTls::new(&ca, &identity, allowed)?;
-    let network_config = NetworkConfig {
+    // Every connection and pending handshake takes a descriptor: the caps on them, not
+    // the common default soft limit of 1,024, should be what bounds them.
+    match stave_net::raise_fd_limit() {
+        Ok(limit) => tracing::debug!(limit, "open file limit"),
+        Err(error) => tracing::warn!(%error, "the open file limit could not be raised"),
+    }
+    let mut network_config = NetworkConfig {
         late_groups,
         ..NetworkConfig::new(config.listen, config.peers.clone())
+    };
+    config.limits.apply(&mut network_config);
+    let block_sources = match validators {
+        Some(validators) => Some(validators.into_iter().collect()),
+        None if config.block_sources.is_empty() => None,
+        None => Some(config.block_sources.iter().copied().collect()),
     };
     let network = Network::start(network_config, tls, local)
         .await
@@ -152,7 +185,10 @@ pub(crate) async fn start(
             catching_up: catching_up.clone(),
         }),
         Some(Arc::new(StoredBlocks(store))),
-        GossipConfig::default(),
+        GossipConfig {
+            block_sources,
+            ..GossipConfig::default()
+        },
     );
     let (admitted, mut submitted) = mpsc::unbounded_channel::<Vec<u8>>();
     let announcer = gossip.clone();
@@ -171,6 +207,7 @@ pub(crate) async fn start(
         blocks,
         admitted,
         catching_up,
+        future_blocks: config.limits.future_blocks,
     })
 }
 

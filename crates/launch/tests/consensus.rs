@@ -156,3 +156,37 @@ fn a_validator_whose_certificate_comes_from_another_ca_never_joins() {
     std::fs::write(node3.join("node.key"), key).expect("writes");
     three_finalize_and_the_fourth_never_joins(&configs, "a node from another CA imported blocks");
 }
+
+/// 5,000 connections that never finish a TLS handshake against validator 0's P2P port
+/// (fewer if this process may not open that many descriptors): the four validators keep
+/// finalizing transfers sent to validator 0, so it stays connected to the others.
+#[test]
+fn a_handshake_flood_on_a_validator_leaves_the_chain_finalizing() {
+    let flood = 5_000.min(
+        stave_net::raise_fd_limit()
+            .unwrap_or(1_024)
+            .saturating_sub(2_048) as usize,
+    );
+    assert!(flood >= 500, "too few descriptors for a meaningful flood");
+    let root = tempfile::tempdir().expect("tempdir");
+    let (_alone, nodes) = start(&init(root.path(), 4));
+    let first = send_transfers(&nodes[0], &account(0), 0, 3);
+    wait_final(&nodes, &first, "transfers final before the flood");
+
+    let target = nodes[0].p2p_addr().expect("P2P");
+    let silent: Vec<std::net::TcpStream> = (0..flood)
+        .filter_map(|_| std::net::TcpStream::connect_timeout(&target, Duration::from_secs(2)).ok())
+        .collect();
+    assert!(
+        silent.len() >= flood * 9 / 10,
+        "only {} of {flood} connections opened",
+        silent.len()
+    );
+    let before = height(&nodes[0]);
+    let during = send_transfers(&nodes[0], &account(1), 0, 5);
+    wait_final(&nodes, &during, "transfers final during the flood");
+    wait_for("blocks during the flood", Duration::from_secs(60), || {
+        nodes.iter().all(|node| height(node) >= before + 5)
+    });
+    drop(silent);
+}

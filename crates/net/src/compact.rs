@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! CompactBlock = RLP[header, short_ids]   short_ids: byte string, 8 bytes (LE) per tx
-//! short_id(tx) = SipHash-1-3(key = first 16 bytes of the block hash, tx hash)
+//! short_id(tx) = SipHash-1-3(key = first 16 bytes of the block hash,
+//!                            u64 LE 32 ‖ tx hash)
 //! ```
 //!
 //! Keying the hash by the block means a collision found for one block is useless for the
@@ -73,12 +74,27 @@ pub struct CompactBlock {
 }
 
 /// The short id of transaction `tx_hash` in the block `block_hash`.
+///
+/// The hashed bytes are spelled out rather than fed through `Hash`, whose length prefix
+/// is a `usize` in native byte order and so differs between hosts; these are what a
+/// 64-bit little-endian host's `Hash` fed, so ids stay what such nodes always sent.
 pub fn short_id(block_hash: &B256, tx_hash: &B256) -> u64 {
     let (k0, k1) = sip_keys(block_hash);
     let mut hasher = SipHasher13::new_with_keys(k0, k1);
-    tx_hash.0.hash(&mut hasher);
+    hasher.write(&(B256::len_bytes() as u64).to_le_bytes());
+    hasher.write(tx_hash.as_slice());
     hasher.finish()
 }
+
+/// Most transactions a block with `header` can hold: each costs at least 21,000 gas
+/// (a plain transfer's intrinsic gas), and the block's gas is at most its gas limit. A
+/// peer's block declaring more is refused before anything is allocated for them.
+pub fn max_txs_for(header: &Header) -> usize {
+    usize::try_from(header.gas_limit / MIN_TX_GAS).unwrap_or(usize::MAX)
+}
+
+/// The least gas any transaction uses.
+const MIN_TX_GAS: u64 = 21_000;
 
 fn sip_keys(block_hash: &B256) -> (u64, u64) {
     let word = |at: usize| {
@@ -146,19 +162,14 @@ fn split_header(bytes: &[u8]) -> Result<(Header, B256, &[u8]), CompactError> {
     Ok((header, keccak256(header_bytes), second))
 }
 
-/// Decodes a compact block of at most `max_txs` transactions.
+/// Decodes a compact block of at most `max_txs` transactions, and at most as many as its
+/// gas limit allows ([`max_txs_for`]).
 pub fn decode_compact(bytes: &[u8], max_txs: usize) -> Result<CompactBlock, CompactError> {
     let (header, hash, ids) = split_header(bytes)?;
     if ids.len() % SHORT_ID_LEN != 0 {
         return Err(CompactError::ShortIdsLength(ids.len()));
     }
-    let count = ids.len() / SHORT_ID_LEN;
-    if count > max_txs {
-        return Err(CompactError::TooManyTxs {
-            count,
-            max: max_txs,
-        });
-    }
+    check_count(ids.len() / SHORT_ID_LEN, max_txs.min(max_txs_for(&header)))?;
     let short_ids = ids
         .chunks_exact(SHORT_ID_LEN)
         .map(|id| {
@@ -172,6 +183,30 @@ pub fn decode_compact(bytes: &[u8], max_txs: usize) -> Result<CompactBlock, Comp
         hash,
         short_ids,
     })
+}
+
+/// A block's header, hash and transaction list, refused if the list holds more
+/// transactions than the header's gas limit allows ([`max_txs_for`]).
+fn split_body(bytes: &[u8]) -> Result<(Header, B256, IndexedList<'_>), CompactError> {
+    let (header, hash, body) = split_header(bytes)?;
+    let list = IndexedList::parse(body)?;
+    check_count(list.len(), max_txs_for(&header))?;
+    Ok((header, hash, list))
+}
+
+/// Checks a peer's block in its wire form as far as can be done without decoding a
+/// transaction: its framing, and no more transactions than its gas limit allows. What
+/// a node catching up runs on each fetched block before handing it on to be decoded.
+pub fn check_block(bytes: &[u8]) -> Result<(), CompactError> {
+    split_body(bytes).map(drop)
+}
+
+/// Refuses `count` transactions if more than `max`.
+fn check_count(count: usize, max: usize) -> Result<(), CompactError> {
+    if count > max {
+        return Err(CompactError::TooManyTxs { count, max });
+    }
+    Ok(())
 }
 
 /// A block's parts as gossip handles them: header, hash, and each transaction's bytes and
@@ -190,10 +225,10 @@ pub struct BlockParts {
 
 impl BlockParts {
     /// Splits a block in its wire form (docs/wire-formats.md), hashing its transactions, and
-    /// checks them against the header's `transactions_root`.
+    /// checks them against the header's `transactions_root`. More transactions than the
+    /// gas limit allows ([`max_txs_for`]) are refused before any is copied.
     pub fn from_block(bytes: &[u8]) -> Result<Self, CompactError> {
-        let (header, hash, body) = split_header(bytes)?;
-        let list = IndexedList::parse(body)?;
+        let (header, hash, list) = split_body(bytes)?;
         let txs: Vec<Bytes> = list.iter().map(Bytes::copy_from_slice).collect();
         let tx_hashes = txs.iter().map(keccak256).collect();
         let parts = Self {

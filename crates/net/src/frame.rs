@@ -166,6 +166,22 @@ pub enum FrameError {
 /// The version this node speaks.
 pub const VERSION: u16 = 1;
 
+/// The protocol id of keepalive frames (group `0x7fff`, module 0, empty payload): a
+/// connection with nothing else to send sends one now and then, and the peer's reader
+/// takes it as a sign of life and passes it to no module.
+pub const KEEPALIVE: ProtocolId = ProtocolId(0x7fff_0000);
+
+/// A keepalive frame, encoded.
+pub fn keepalive_frame() -> Bytes {
+    let mut out = BytesMut::with_capacity(HEADER_LEN);
+    out.put_u32(HEADER_LEN as u32);
+    out.put_u16(VERSION);
+    out.put_i32(KEEPALIVE.0);
+    out.put_u16(0);
+    out.put_u32(0);
+    out.freeze()
+}
+
 /// Encodes `frame` once (compressing it if it is large), for one peer or a broadcast to
 /// many: the returned bytes are cheap to clone. A payload over `max_payload` is refused
 /// here, since the peer's decoder would refuse it (and charge this node for it).

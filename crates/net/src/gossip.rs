@@ -13,7 +13,7 @@
 //! The transactions gossip has seen (sent or received, admitted or not) stay in a bounded
 //! cache by hash: that is what compact blocks are rebuilt from.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use alloy_primitives::{Address, B256, keccak256};
 use bytes::Bytes;
@@ -22,11 +22,15 @@ use stave_codec::{IndexedList, encode_indexed};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::{
-    compact::{BlockParts, CompactError, FifoMap, Rebuild, decode_compact},
+    compact::{BlockParts, CompactError, FifoMap, Rebuild, check_block, decode_compact},
     frame::{Frame, ProtocolId},
     peers::{Inbound, NetError, Network, short_id},
     score::{NodeId, Offence},
 };
+
+mod serve;
+
+pub use serve::{IN_FLIGHT, RangeRequest, RangeRequestError, RequestError};
 
 /// The group of gossip's modules.
 pub const GROUP: i16 = 0;
@@ -42,8 +46,10 @@ pub const BLOCKS: u16 = 4;
 pub const SENDERS: u16 = 5;
 /// Most blocks one [`BLOCKS`] or [`SENDERS`] response carries.
 pub const MAX_BLOCKS_PER_REQUEST: u32 = 64;
-/// Most bytes one [`BLOCKS`] or [`SENDERS`] response carries (at least one item is sent).
-const MAX_BLOCKS_RESPONSE_BYTES: usize = 16 << 20;
+/// Rebuilt blocks waiting for the node to take them; beyond this, more are dropped
+/// (counted) rather than waited on: a node that does not read them (a validator, whose
+/// blocks come through consensus) must not pile up tasks holding blocks.
+const RECEIVED_BLOCKS: usize = 64;
 
 /// The node's txpool, as gossip sees it.
 pub trait TxAdmission: Send + Sync + 'static {
@@ -103,8 +109,8 @@ impl BlockSenders {
     }
 }
 
-/// Batching and cache sizes.
-#[derive(Debug, Clone, Copy)]
+/// Batching and cache sizes, and who may send blocks.
+#[derive(Debug, Clone)]
 pub struct GossipConfig {
     /// A batch is sent once it holds this many transactions...
     pub batch_txs: usize,
@@ -120,6 +126,10 @@ pub struct GossipConfig {
     pub max_block_txs: usize,
     /// Frames a module's queue holds before dropping.
     pub backlog: usize,
+    /// The peers whose compact blocks are taken (the producer, or the validators);
+    /// `None` takes them from any peer. A compact block from another peer is dropped and
+    /// the peer charged [`Offence::Unauthorized`].
+    pub block_sources: Option<HashSet<NodeId>>,
 }
 
 impl GossipConfig {
@@ -139,6 +149,7 @@ impl Default for GossipConfig {
             kept_blocks: 64,
             max_block_txs: 100_000,
             backlog: 1_024,
+            block_sources: None,
         }
     }
 }
@@ -197,7 +208,7 @@ impl Gossip {
         config: GossipConfig,
     ) -> (Gossip, mpsc::Receiver<ReceivedBlock>) {
         let (batches, batch_queue) = mpsc::unbounded_channel();
-        let (blocks_out, blocks) = mpsc::channel(64);
+        let (blocks_out, blocks) = mpsc::channel(RECEIVED_BLOCKS);
         let connected = network.connected_peers();
         let txs = network.register(GROUP, TXS, config.backlog);
         let compact = network.register(GROUP, COMPACT_BLOCK, config.backlog);
@@ -207,14 +218,14 @@ impl Gossip {
         let gossip = Gossip {
             inner: Arc::new(Inner {
                 network,
-                config,
-                admission,
-                source,
                 state: Mutex::new(State {
                     known: FifoMap::new(config.known_txs),
                     blocks: FifoMap::new(config.kept_blocks),
                     seen_blocks: FifoMap::new(config.kept_blocks * 16),
                 }),
+                config,
+                admission,
+                source,
                 batches,
                 blocks_out,
             }),
@@ -223,21 +234,7 @@ impl Gossip {
         tokio::spawn(gossip.clone().tx_loop(txs));
         tokio::spawn(gossip.clone().greet_loop(connected));
         tokio::spawn(gossip.clone().compact_loop(compact));
-        tokio::spawn(gossip.clone().request_loop(requests));
-        tokio::spawn(
-            gossip
-                .clone()
-                .range_loop(block_requests, "blocks", |source, number| {
-                    source.block(number)
-                }),
-        );
-        tokio::spawn(
-            gossip
-                .clone()
-                .range_loop(sender_requests, "senders", |source, number| {
-                    source.senders(number).map(|senders| senders.encode())
-                }),
-        );
+        gossip.serve(requests, block_requests, sender_requests);
         (gossip, blocks)
     }
 
@@ -295,7 +292,7 @@ impl Gossip {
     }
 
     async fn batch_loop(self, mut queue: mpsc::UnboundedReceiver<(Option<NodeId>, Vec<Bytes>)>) {
-        let config = self.inner.config;
+        let config = &self.inner.config;
         // One pending batch per origin, so a batch never goes back to the peer it came from.
         let mut pending: Vec<(Option<NodeId>, Vec<Bytes>, usize)> = Vec::new();
         loop {
@@ -375,7 +372,7 @@ impl Gossip {
             let Ok(held) = tokio::task::spawn_blocking(move || admission.held()).await else {
                 continue;
             };
-            let config = self.inner.config;
+            let config = &self.inner.config;
             let mut rest = &held[..];
             while !rest.is_empty() {
                 let mut bytes = 0;
@@ -440,6 +437,16 @@ impl Gossip {
 
     async fn compact_loop(self, mut inbound: mpsc::Receiver<Inbound>) {
         while let Some(message) = inbound.recv().await {
+            if let Some(sources) = &self.inner.config.block_sources
+                && !sources.contains(&message.peer)
+            {
+                self.offence(
+                    message.peer,
+                    Offence::Unauthorized,
+                    &"compact block from a peer that may not send blocks",
+                );
+                continue;
+            }
             let compact =
                 match decode_compact(&message.frame.payload, self.inner.config.max_block_txs) {
                     Ok(compact) => compact,
@@ -473,6 +480,12 @@ impl Gossip {
                     Ok(txs) if txs.len() == missing.len() => {
                         fetched += txs.len();
                         rebuild.fill(&missing, txs);
+                    }
+                    // The peer no longer keeps the block (it evicted it for newer ones):
+                    // no fault of its own; the block comes by number if needed.
+                    Ok(txs) if txs.is_empty() => {
+                        tracing::debug!(peer = %short_id(&peer), "peer no longer keeps the block");
+                        return;
                     }
                     Ok(_) => {
                         self.offence(peer, Offence::BadMessage, &"wrong number of txs");
@@ -523,7 +536,9 @@ impl Gossip {
             number: parts.header.number,
             fetched,
         };
-        let _ = self.inner.blocks_out.send(received).await;
+        if self.inner.blocks_out.try_send(received).is_err() {
+            metrics::counter!("stave_gossip_blocks_dropped_total").increment(1);
+        }
     }
 
     /// Asks `peer` for the transactions at `indexes` of block `hash`.
@@ -562,67 +577,23 @@ impl Gossip {
         Ok(list.iter().map(|item| response.slice_ref(item)).collect())
     }
 
-    /// Answers `request` with `items` as an offset-indexed list; `what` names the
-    /// response in logs.
-    async fn respond_list<T: AsRef<[u8]> + Sync>(
-        &self,
-        request: &Inbound,
-        items: &[T],
-        what: &str,
-    ) {
-        match encode_indexed(items, |item, out| out.extend_from_slice(item.as_ref())) {
-            Ok(response) => {
-                if let Err(error) = self
-                    .inner
-                    .network
-                    .respond(request, Bytes::from(response))
-                    .await
-                {
-                    tracing::debug!(%error, what, "response not sent");
-                }
-            }
-            Err(error) => tracing::warn!(%error, what, "response not encodable"),
-        }
-    }
-
-    async fn request_loop(self, mut inbound: mpsc::Receiver<Inbound>) {
-        while let Some(request) = inbound.recv().await {
-            let payload = &request.frame.payload;
-            if payload.len() < 32 || (payload.len() - 32) % 4 != 0 {
-                self.offence(
-                    request.peer,
-                    Offence::BadMessage,
-                    &"malformed block txs request",
-                );
-                continue;
-            }
-            let hash = B256::from_slice(&payload[..32]);
-            let block = self.inner.state.lock().blocks.get(&hash).cloned();
-            // An unknown block gets an empty list: the asker gives up on it.
-            let txs: Vec<Bytes> = match block {
-                Some(block) => payload[32..]
-                    .chunks_exact(4)
-                    .map_while(|index| {
-                        let index = u32::from_le_bytes([index[0], index[1], index[2], index[3]]);
-                        block.txs.get(index as usize).cloned()
-                    })
-                    .collect(),
-                None => Vec::new(),
-            };
-            self.respond_list(&request, &txs, "block txs").await;
-        }
-    }
-
     /// Asks `peer` for up to `count` consecutive blocks from `from` (at most
-    /// [`MAX_BLOCKS_PER_REQUEST`]); a peer that has fewer sends fewer.
+    /// [`MAX_BLOCKS_PER_REQUEST`]); a peer that has fewer sends fewer. Each block's
+    /// framing and transaction count are checked ([`check_block`]) before it is handed on.
     pub async fn fetch_blocks(
         &self,
         peer: NodeId,
         from: u64,
         count: u32,
     ) -> Result<Vec<Bytes>, GossipError> {
-        self.request_list(peer, BLOCKS, range_request(from, count))
-            .await
+        let blocks = self
+            .request_list(peer, BLOCKS, range_request(from, count))
+            .await?;
+        if let Err(error) = blocks.iter().try_for_each(|block| check_block(block)) {
+            self.offence(peer, Offence::BadMessage, &error);
+            return Err(error.into());
+        }
+        Ok(blocks)
     }
 
     /// Asks `peer` for the senders of up to `count` consecutive blocks from `from` (at
@@ -638,50 +609,6 @@ impl Gossip {
             .iter()
             .map(|item| BlockSenders::decode(item).ok_or(GossipError::MalformedSenders))
             .collect()
-    }
-
-    /// Answers requests for a range of blocks, each block's item from `item` (`what`
-    /// names it in logs), until the first block this node does not have.
-    async fn range_loop(
-        self,
-        mut inbound: mpsc::Receiver<Inbound>,
-        what: &'static str,
-        item: fn(&dyn BlockSource, u64) -> Option<Vec<u8>>,
-    ) {
-        while let Some(request) = inbound.recv().await {
-            let payload = &request.frame.payload;
-            let (Some(from), Some(count)) = (payload.get(..8), payload.get(8..12)) else {
-                self.offence(
-                    request.peer,
-                    Offence::BadMessage,
-                    &"malformed range request",
-                );
-                continue;
-            };
-            let from = u64::from_le_bytes(from.try_into().unwrap_or_default());
-            let count = u32::from_le_bytes(count.try_into().unwrap_or_default())
-                .min(MAX_BLOCKS_PER_REQUEST);
-            let source = self.inner.source.clone();
-            let items = tokio::task::spawn_blocking(move || {
-                let mut items = Vec::new();
-                let mut bytes = 0;
-                let Some(source) = source else { return items };
-                for number in (0..u64::from(count)).map_while(|i| from.checked_add(i)) {
-                    let Some(found) = item(source.as_ref(), number) else {
-                        break;
-                    };
-                    bytes += found.len();
-                    if bytes > MAX_BLOCKS_RESPONSE_BYTES && !items.is_empty() {
-                        break;
-                    }
-                    items.push(found);
-                }
-                items
-            })
-            .await
-            .unwrap_or_default();
-            self.respond_list(&request, &items, what).await;
-        }
     }
 
     fn offence(&self, peer: NodeId, offence: Offence, error: &dyn std::fmt::Display) {
@@ -705,7 +632,7 @@ pub enum GossipError {
     MalformedSenders,
 }
 
-/// A request for `count` blocks from `from`: both little-endian.
+/// A request for `count` blocks from `from`.
 fn range_request(from: u64, count: u32) -> Vec<u8> {
-    [from.to_le_bytes().as_slice(), &count.to_le_bytes()].concat()
+    RangeRequest { from, count }.encode().to_vec()
 }

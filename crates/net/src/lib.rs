@@ -2,9 +2,11 @@
 //! Snappy compression above 1 KiB and hostile-input limits; peer scores with bans
 //! ([`score`]); mutual TLS with a chain CA, node ids and an allow-list ([`tls`]); the peer
 //! manager that keeps static peers connected and routes frames by protocol id ([`peers`]);
-//! and transaction and compact-block gossip on top of it ([`gossip`], [`compact`]).
+//! and transaction and compact-block gossip on top of it ([`gossip`], [`compact`]);
+//! [`raise_fd_limit`] for a node that serves many connections.
 
 pub mod compact;
+mod fds;
 pub mod frame;
 pub mod gossip;
 pub mod peers;
@@ -12,6 +14,7 @@ pub mod score;
 pub mod tls;
 
 pub use compact::{BlockParts, CompactBlock, CompactError, decode_compact};
+pub use fds::raise_fd_limit;
 pub use frame::{Frame, FrameCodec, FrameConfig, FrameError, ProtocolId, encode_frame};
 pub use gossip::{
     BlockSenders, BlockSource, Gossip, GossipConfig, GossipError, ReceivedBlock, TxAdmission,

@@ -31,8 +31,11 @@ use tokio_rustls::TlsStream;
 use tokio_util::sync::CancellationToken;
 
 mod connection;
+mod handshakes;
+mod lane;
 
 use connection::{accept_loop, dial_loop, read_loop, write_loop};
+use lane::{Budget, Lane, Refused};
 
 use crate::{
     frame::{Frame, FrameConfig, FrameError, ProtocolId, VERSION, encode_frame},
@@ -64,17 +67,36 @@ pub struct NetworkConfig {
     pub request_timeout: Duration,
     /// How long a TLS handshake may take.
     pub handshake_timeout: Duration,
+    /// Most accepted connections whose TLS handshake has not finished; beyond it, new
+    /// connections are closed at once. Bounds what unauthenticated parties can hold.
+    pub max_pending_handshakes: usize,
+    /// Most of those from one IP address, so one host cannot take every slot.
+    pub max_pending_handshakes_per_ip: usize,
     /// First wait before redialling a peer; doubles on every failure.
     pub backoff_min: Duration,
     /// Longest wait before redialling.
     pub backoff_max: Duration,
     /// Frames queued for one peer before sends to it fail (or wait).
     pub send_queue: usize,
+    /// Bytes queued for one peer before sends to it fail (or wait): what a peer that
+    /// stops reading can hold of this node's memory (a frame larger than this goes alone).
+    pub send_queue_bytes: usize,
     /// Bulk frames (transaction gossip, see [`Network::broadcast_bulk`]) queued for one
     /// peer before more are dropped. Gossip is best effort: a peer that stalls (paused,
     /// overloaded) gets the transactions in blocks anyway, and should not have to read
     /// back everything sent while it was away before it can catch up.
     pub bulk_queue: usize,
+    /// Bytes of bulk frames queued for one peer before more are dropped.
+    pub bulk_queue_bytes: usize,
+    /// Bytes of one peer's frames waiting for the modules they were routed to; beyond
+    /// it, that peer's frames are dropped (and counted) until the modules catch up.
+    pub recv_queue_bytes: usize,
+    /// A connection with nothing else to send sends a keepalive frame this often, so its
+    /// peer can tell a quiet link from a dead one.
+    pub keepalive_interval: Duration,
+    /// A connection on which nothing arrives for this long is closed (and redialled):
+    /// the link or the peer is dead. Longer than the peer's `keepalive_interval`.
+    pub keepalive_timeout: Duration,
     /// Groups whose modules register only after the network has started (a validator's
     /// consensus channels, once its engine is built): until one of a group's modules
     /// registers, frames for the group are dropped without costing the peer points, since
@@ -92,10 +114,17 @@ impl NetworkConfig {
             score: ScoreConfig::default(),
             request_timeout: Duration::from_secs(10),
             handshake_timeout: Duration::from_secs(10),
+            max_pending_handshakes: 256,
+            max_pending_handshakes_per_ip: 16,
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(30),
             send_queue: 1024,
+            send_queue_bytes: 128 << 20,
             bulk_queue: 64,
+            bulk_queue_bytes: 32 << 20,
+            recv_queue_bytes: 128 << 20,
+            keepalive_interval: Duration::from_secs(5),
+            keepalive_timeout: Duration::from_secs(20),
             late_groups: Vec::new(),
         }
     }
@@ -140,21 +169,24 @@ pub fn short_id(id: &NodeId) -> String {
     id[..4].iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// A frame from a peer, for the module it was addressed to.
+/// A frame from a peer, for the module it was addressed to. It holds its share of the
+/// peer's receive budget ([`NetworkConfig::recv_queue_bytes`]) until the module drops it
+/// (and every clone).
 #[derive(Debug, Clone)]
 pub struct Inbound {
     /// Who sent it.
     pub peer: NodeId,
     /// The frame, payload decompressed.
     pub frame: Frame,
+    _budget: Arc<tokio::sync::OwnedSemaphorePermit>,
 }
 
 struct Link {
     connection: u64,
     dialer: NodeId,
-    outbound: mpsc::Sender<Bytes>,
+    outbound: Lane,
     /// Frames written only when `outbound` is empty (see [`Network::broadcast_bulk`]).
-    bulk: mpsc::Sender<Bytes>,
+    bulk: Lane,
     closed: CancellationToken,
 }
 
@@ -280,7 +312,7 @@ impl Network {
         }
     }
 
-    /// Sends `frame` to `peer`, waiting while its queue is full.
+    /// Sends `frame` to `peer`, waiting while its queue is full (in frames or bytes).
     pub async fn send(&self, peer: NodeId, frame: &Frame) -> Result<(), NetError> {
         self.send_on(peer, frame, |link| &link.outbound).await
     }
@@ -295,7 +327,7 @@ impl Network {
         &self,
         peer: NodeId,
         frame: &Frame,
-        lane: fn(&Link) -> &mpsc::Sender<Bytes>,
+        lane: fn(&Link) -> &Lane,
     ) -> Result<(), NetError> {
         let encoded = self.encode(frame)?;
         let outbound = self
@@ -306,7 +338,7 @@ impl Network {
             .map(|link| lane(link).clone())
             .ok_or(NetError::NotConnected(peer))?;
         outbound
-            .send(encoded)
+            .push(encoded)
             .await
             .map_err(|_| NetError::NotConnected(peer))
     }
@@ -327,7 +359,7 @@ impl Network {
         frame: &Frame,
     ) -> Result<Vec<Result<(), NetError>>, NetError> {
         let encoded = self.encode(frame)?;
-        let outbound: Vec<Option<mpsc::Sender<Bytes>>> = {
+        let outbound: Vec<Option<Lane>> = {
             let links = self.shared.links.lock();
             peers
                 .iter()
@@ -340,16 +372,8 @@ impl Network {
             .map(|(peer, outbound)| {
                 let outbound = outbound.ok_or(NetError::NotConnected(*peer))?;
                 outbound
-                    .try_send(encoded.clone())
-                    .map_err(|error| match error {
-                        mpsc::error::TrySendError::Full(_) => {
-                            metrics::counter!("stave_net_dropped_frames_total", "reason" => "queue_full")
-                                .increment(1);
-                            NetError::QueueFull(*peer)
-                        }
-                        // The writer stopped: the connection is closing.
-                        mpsc::error::TrySendError::Closed(_) => NetError::NotConnected(*peer),
-                    })
+                    .try_push(encoded.clone())
+                    .map_err(|refused| refusal(*peer, refused))
             })
             .collect())
     }
@@ -372,10 +396,10 @@ impl Network {
         &self,
         frame: &Frame,
         except: Option<NodeId>,
-        lane: fn(&Link) -> &mpsc::Sender<Bytes>,
+        lane: fn(&Link) -> &Lane,
     ) -> Result<usize, NetError> {
         let encoded = self.encode(frame)?;
-        let targets: Vec<(NodeId, mpsc::Sender<Bytes>)> = self
+        let targets: Vec<(NodeId, Lane)> = self
             .shared
             .links
             .lock()
@@ -385,12 +409,10 @@ impl Network {
             .collect();
         let mut queued = 0;
         for (peer, outbound) in targets {
-            match outbound.try_send(encoded.clone()) {
+            match outbound.try_push(encoded.clone()) {
                 Ok(()) => queued += 1,
-                Err(_) => {
-                    metrics::counter!("stave_net_dropped_frames_total", "reason" => "queue_full")
-                        .increment(1);
-                    tracing::debug!(peer = %short_id(&peer), "send queue full; broadcast dropped");
+                Err(refused) => {
+                    tracing::debug!(peer = %short_id(&peer), error = %refusal(peer, refused), "broadcast dropped");
                 }
             }
         }
@@ -427,16 +449,18 @@ impl Network {
         }
     }
 
-    /// Answers `request` with `payload` (same module, packet type and seq).
+    /// Answers `request` with `payload` (same module, packet type and seq), waiting while
+    /// the asker's queue is full: a caller serving many peers bounds the wait (see
+    /// `gossip`'s serving of blocks), since a peer that asks and never reads never
+    /// makes room.
     pub async fn respond(&self, request: &Inbound, payload: Bytes) -> Result<(), NetError> {
-        let frame = Frame {
-            version: VERSION,
-            protocol_id: request.frame.protocol_id.response(),
-            packet_type: request.frame.packet_type,
-            seq: request.frame.seq,
-            payload,
-        };
-        self.send(request.peer, &frame).await
+        self.send(request.peer, &response(request, payload)).await
+    }
+
+    /// As [`Network::respond`], without waiting: fails with [`NetError::QueueFull`] if the
+    /// asker's queue has no room now.
+    pub fn try_respond(&self, request: &Inbound, payload: Bytes) -> Result<(), NetError> {
+        self.try_send(request.peer, &response(request, payload))
     }
 
     /// Charges `peer` for `offence`; a peer whose score falls below the threshold is
@@ -447,7 +471,7 @@ impl Network {
 
     /// `peer`'s score.
     pub fn score(&self, peer: &NodeId) -> i32 {
-        self.shared.scores.lock().score(peer)
+        self.shared.scores.lock().score(peer, Instant::now())
     }
 
     /// True while `peer` is banned.
@@ -510,8 +534,8 @@ impl Shared {
         if peer == self.local || self.scores.lock().is_banned(&peer, Instant::now()) {
             return None;
         }
-        let (outbound, queue) = mpsc::channel(self.config.send_queue.max(1));
-        let (bulk, bulk_queue) = mpsc::channel(self.config.bulk_queue.max(1));
+        let (outbound, queue) = Lane::new(self.config.send_queue, self.config.send_queue_bytes);
+        let (bulk, bulk_queue) = Lane::new(self.config.bulk_queue, self.config.bulk_queue_bytes);
         let closed = self.shutdown.child_token();
         let connection = self.connections.fetch_add(1, Ordering::Relaxed);
         {
@@ -541,7 +565,13 @@ impl Shared {
         // Nobody listening is fine: the events are for whoever subscribed.
         let _ = self.connected.send(peer);
         let (reader, writer) = tokio::io::split(stream);
-        tokio::spawn(write_loop(writer, queue, bulk_queue, peer, closed.clone()));
+        tokio::spawn(write_loop(
+            writer,
+            (queue, bulk_queue),
+            peer,
+            self.config.keepalive_interval,
+            closed.clone(),
+        ));
         tokio::spawn(read_loop(
             self.clone(),
             reader,
@@ -577,7 +607,8 @@ impl Shared {
             && !self.modules.lock().keys().any(|id| id.group() == group)
     }
 
-    fn route(&self, peer: NodeId, frame: Frame) {
+    /// Hands `frame` to the request waiting for it, or to its module within `budget`.
+    fn route(&self, peer: NodeId, frame: Frame, budget: &Budget) {
         if frame.protocol_id.is_response() {
             let waiting = self.pending.lock().remove(&(peer, frame.seq));
             // A late or unsolicited response is dropped: the request already timed out.
@@ -589,7 +620,17 @@ impl Shared {
         let module = self.modules.lock().get(&frame.protocol_id).cloned();
         match module {
             Some(module) => {
-                if module.try_send(Inbound { peer, frame }).is_err() {
+                let Ok(permit) = budget.try_take(frame.payload.len()) else {
+                    metrics::counter!("stave_net_dropped_frames_total", "reason" => "peer_budget")
+                        .increment(1);
+                    return;
+                };
+                let inbound = Inbound {
+                    peer,
+                    frame,
+                    _budget: Arc::new(permit),
+                };
+                if module.try_send(inbound).is_err() {
                     metrics::counter!("stave_net_dropped_frames_total", "reason" => "backlog")
                         .increment(1);
                 }
@@ -602,6 +643,29 @@ impl Shared {
                 self.penalize(peer, Offence::UnknownModule);
             }
         }
+    }
+}
+
+/// The answer to `request` carrying `payload`: same module, packet type and seq.
+fn response(request: &Inbound, payload: Bytes) -> Frame {
+    Frame {
+        version: VERSION,
+        protocol_id: request.frame.protocol_id.response(),
+        packet_type: request.frame.packet_type,
+        seq: request.frame.seq,
+        payload,
+    }
+}
+
+/// The error for a frame `peer`'s lane refused, counting a drop for a full queue.
+fn refusal(peer: NodeId, refused: Refused) -> NetError {
+    match refused {
+        Refused::Full => {
+            metrics::counter!("stave_net_dropped_frames_total", "reason" => "queue_full")
+                .increment(1);
+            NetError::QueueFull(peer)
+        }
+        Refused::Closed => NetError::NotConnected(peer),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Peer scores: each offence costs a peer points; below a threshold it is banned for a
 //! while. A decompression failure, a bad length or an oversize frame closes the
 //! connection and costs the most; a frame for a module nobody serves costs less; a peer a
-//! protocol above blocks is banned at once.
+//! protocol above blocks is banned at once. Points come back with time (one per
+//! [`ScoreConfig::recover_every`], up to the initial score), so an honest peer's rare
+//! faults (a timeout while it was busy) never add up to a ban over a long uptime.
 
 use std::{
     collections::HashMap,
@@ -67,6 +69,8 @@ pub struct ScoreConfig {
     pub ban_below: i32,
     /// How long a ban lasts.
     pub ban_for: Duration,
+    /// A peer regains one point each time this passes, up to `initial`.
+    pub recover_every: Duration,
 }
 
 impl Default for ScoreConfig {
@@ -75,6 +79,7 @@ impl Default for ScoreConfig {
             initial: 100,
             ban_below: 1,
             ban_for: Duration::from_secs(600),
+            recover_every: Duration::from_secs(6),
         }
     }
 }
@@ -90,8 +95,27 @@ pub enum Verdict {
 
 #[derive(Debug, Clone, Copy)]
 struct PeerState {
+    /// The score when it was last charged...
     score: i32,
+    /// ... at this time; it recovers from there.
+    charged_at: Instant,
     banned_until: Option<Instant>,
+}
+
+impl PeerState {
+    /// The score at `now`: the charged score plus what it recovered since, at most
+    /// `config.initial` (and never below what it was charged to).
+    fn score_at(&self, now: Instant, config: &ScoreConfig) -> i32 {
+        if self.score >= config.initial {
+            return self.score;
+        }
+        let elapsed = now.saturating_duration_since(self.charged_at);
+        let points = elapsed.as_nanos() / config.recover_every.as_nanos().max(1);
+        let missing = u128::from(config.initial.abs_diff(self.score));
+        // Below `missing`, so it fits an i32 difference.
+        let recovered = i32::try_from(points.min(missing)).unwrap_or(i32::MAX);
+        self.score.saturating_add(recovered).min(config.initial)
+    }
 }
 
 /// Every known peer's score and ban.
@@ -115,9 +139,13 @@ impl PeerScores {
         let config = self.config;
         let state = self.peers.entry(peer).or_insert(PeerState {
             score: config.initial,
+            charged_at: now,
             banned_until: None,
         });
-        state.score = state.score.saturating_sub(offence.penalty());
+        state.score = state
+            .score_at(now, &config)
+            .saturating_sub(offence.penalty());
+        state.charged_at = now;
         // A block bans whatever the score: the protocol above has judged the peer already.
         if state.score < config.ban_below || offence == Offence::Blocked {
             let until = now + config.ban_for;
@@ -127,11 +155,11 @@ impl PeerScores {
         Verdict::Keep(state.score)
     }
 
-    /// `peer`'s score now (a peer never charged has the initial score).
-    pub fn score(&self, peer: &NodeId) -> i32 {
-        self.peers
-            .get(peer)
-            .map_or(self.config.initial, |state| state.score)
+    /// `peer`'s score at `now` (a peer never charged has the initial score).
+    pub fn score(&self, peer: &NodeId, now: Instant) -> i32 {
+        self.peers.get(peer).map_or(self.config.initial, |state| {
+            state.score_at(now, &self.config)
+        })
     }
 
     /// True while `peer` is banned; an expired ban is lifted and the score reset.
@@ -143,6 +171,7 @@ impl PeerScores {
                 Some(_) => {
                     *state = PeerState {
                         score: initial,
+                        charged_at: now,
                         banned_until: None,
                     };
                     false

@@ -6,10 +6,10 @@ use bytes::Bytes;
 use stave_codec::encode_block;
 use stave_net::{
     BlockParts, CompactBlock, CompactError,
-    compact::{FifoMap, Rebuild, short_id},
+    compact::{FifoMap, Rebuild, check_block, short_id},
     decode_compact,
 };
-use stave_primitives::{Block, DEFAULT_BASE_FEE, Header, SignedTx};
+use stave_primitives::{Block, DEFAULT_BASE_FEE, DEV_GAS_LIMIT, Header, SignedTx};
 use stave_sdk::{TxBuilder, Workload, signed_workload};
 
 fn transfers(count: usize) -> Vec<SignedTx> {
@@ -21,6 +21,7 @@ fn block(number: u64, txs: &[SignedTx]) -> Vec<u8> {
     let mut block = Block {
         header: Header {
             number,
+            gas_limit: DEV_GAS_LIMIT,
             ..Header::default()
         },
         transactions: txs.to_vec(),
@@ -60,6 +61,62 @@ fn a_block_splits_into_parts_and_its_compact_form_round_trips() {
     assert_eq!(decoded.hash, keccak256(alloy_rlp::encode(&parts.header)));
 }
 
+/// The short id is the same on every host: pinned here, and equal to what a 64-bit
+/// little-endian host's `Hash` of the 32 bytes gives (the ids such nodes always sent).
+#[test]
+fn a_short_id_is_pinned_and_independent_of_the_host() {
+    let block = B256::from(std::array::from_fn(|i| i as u8));
+    let tx = B256::from(std::array::from_fn(|i| 0xff - i as u8));
+    assert_eq!(short_id(&block, &tx), PINNED_SHORT_ID);
+    #[cfg(all(target_pointer_width = "64", target_endian = "little"))]
+    {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = siphasher::sip::SipHasher13::new_with_keys(
+            u64::from_le_bytes(block[..8].try_into().expect("8 bytes")),
+            u64::from_le_bytes(block[8..16].try_into().expect("8 bytes")),
+        );
+        tx.0.hash(&mut hasher);
+        assert_eq!(hasher.finish(), PINNED_SHORT_ID);
+    }
+}
+
+/// `short_id` of block hash 00 01 .. 1f and tx hash ff fe .. e0.
+const PINNED_SHORT_ID: u64 = 17_200_025_198_085_591_174;
+
+/// A compact block or block declaring more transactions than its gas limit allows (at
+/// 21,000 gas each) is refused before its ids or transactions are taken; so is a block
+/// fetched by number or carried by consensus (`check_block`).
+#[test]
+fn more_txs_than_the_gas_limit_allows_are_refused() {
+    let txs = transfers(3);
+    let mut block = Block {
+        header: Header {
+            gas_limit: 2 * 21_000 + 20_999,
+            ..Header::default()
+        },
+        transactions: txs,
+    };
+    block.header.transactions_root = block.compute_transactions_root();
+    let bytes = encode_block(&block).expect("encodes");
+    assert!(matches!(
+        BlockParts::from_block(&bytes),
+        Err(CompactError::TooManyTxs { count: 3, max: 2 })
+    ));
+    assert!(matches!(
+        check_block(&bytes),
+        Err(CompactError::TooManyTxs { count: 3, max: 2 })
+    ));
+    block.header.gas_limit = 3 * 21_000;
+    check_block(&encode_block(&block).expect("encodes")).expect("fits");
+    let parts = BlockParts::from_block(&encode_block(&block).expect("encodes")).expect("fits");
+    let mut compact = parts.compact();
+    compact.header.gas_limit = 2 * 21_000;
+    assert!(matches!(
+        decode_compact(&compact.encode(), 1_000),
+        Err(CompactError::TooManyTxs { count: 3, max: 2 })
+    ));
+}
+
 #[test]
 fn short_ids_are_keyed_by_the_block() {
     let tx = transfers(1)[0].hash();
@@ -73,7 +130,10 @@ fn short_ids_are_keyed_by_the_block() {
 fn a_block_whose_body_does_not_match_its_root_is_refused() {
     let txs = transfers(3);
     let mut block = Block {
-        header: Header::default(),
+        header: Header {
+            gas_limit: DEV_GAS_LIMIT,
+            ..Header::default()
+        },
         transactions: txs,
     };
     block.header.transactions_root = B256::repeat_byte(1);

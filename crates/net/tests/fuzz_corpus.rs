@@ -1,5 +1,5 @@
 //! Replays the checked-in fuzz corpora of the network's decoders (`fuzz/corpus/frame/`,
-//! `fuzz/corpus/compact/`, `fuzz/corpus/senders/`) through the checks the fuzz targets run, so every finding stays
+//! `fuzz/corpus/compact/`, `fuzz/corpus/senders/`, `fuzz/corpus/range_request/`) through the checks the fuzz targets run, so every finding stays
 //! fixed under plain `cargo test`.
 
 use std::path::Path;
@@ -36,6 +36,11 @@ fn senders_corpus_holds() {
     replay("senders", net_checks::senders);
 }
 
+#[test]
+fn range_request_corpus_holds() {
+    replay("range_request", net_checks::range_request);
+}
+
 // Random inputs beyond the corpus, on every test run.
 proptest! {
     #[test]
@@ -46,6 +51,11 @@ proptest! {
     #[test]
     fn arbitrary_sender_lists_read_back_exactly(data in proptest::collection::vec(any::<u8>(), 0..600)) {
         net_checks::senders(&data);
+    }
+
+    #[test]
+    fn arbitrary_range_requests_read_back_or_are_refused(data in proptest::collection::vec(any::<u8>(), 0..40)) {
+        net_checks::range_request(&data);
     }
 
     #[test]

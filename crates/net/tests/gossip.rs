@@ -417,3 +417,184 @@ async fn a_node_catching_up_fetches_the_senders_a_peer_recovered() {
     );
     answering.await.expect("answered");
 }
+
+/// The same large block at every number: a source whose answers are large.
+struct Large(Vec<u8>);
+
+impl BlockSource for Large {
+    fn block(&self, _number: u64) -> Option<Vec<u8>> {
+        Some(self.0.clone())
+    }
+
+    fn senders(&self, _number: u64) -> Option<BlockSenders> {
+        None
+    }
+}
+
+/// A frame asking for `count` blocks from `from`, encoded as a peer sends it.
+fn range_frame(seq: u32, payload: Vec<u8>) -> Bytes {
+    let frame = stave_net::Frame {
+        version: stave_net::frame::VERSION,
+        protocol_id: ProtocolId::request(gossip::GROUP, gossip::BLOCKS),
+        packet_type: 0,
+        seq,
+        payload: Bytes::from(payload),
+    };
+    stave_net::encode_frame(&frame, &stave_net::FrameConfig::default()).expect("encodes")
+}
+
+/// A peer that asks for blocks again and again and never reads the answers: another
+/// peer's requests are still answered promptly, each well within the request timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_asks_for_blocks_and_never_reads_holds_up_no_one() {
+    let chain = Chain::new(3);
+    let network = chain
+        .start(0, vec![], |config| {
+            config.send_queue_bytes = 4 << 20;
+        })
+        .await;
+    let (_serving, _) = Gossip::start(
+        network.clone(),
+        pool(),
+        Some(Arc::new(Large(block(1, &transfers(4_000))))),
+        GossipConfig::default(),
+    );
+    // The hog: node 1, over raw TLS, asking for 16 MiB at a time, reading nothing.
+    let socket = tokio::net::TcpStream::connect(network.local_addr())
+        .await
+        .expect("connects");
+    let (mut hog, _) = chain.tls[1]
+        .connect(&chain.names[0], socket)
+        .await
+        .expect("handshake");
+    eventually("the hog connects", || network.peers().len() == 1).await;
+    for seq in 0..64 {
+        let request = stave_net::gossip::RangeRequest { from: 0, count: 64 };
+        tokio::io::AsyncWriteExt::write_all(&mut hog, &range_frame(seq, request.encode().to_vec()))
+            .await
+            .expect("writes");
+    }
+    // Let the hog's answers fill its queue and socket.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let honest = node(&chain, 2, &[(0, &network)]).await;
+    eventually("the honest peer connects", || {
+        honest.network.peers().len() == 1
+    })
+    .await;
+    for round in 0..5 {
+        let started = std::time::Instant::now();
+        let blocks = honest
+            .gossip
+            .fetch_blocks(chain.ids[0], round, 4)
+            .await
+            .expect("served despite the hog");
+        assert_eq!(blocks.len(), 4);
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(3), "round {round} took {took:?}");
+    }
+    assert_eq!(network.peers().len(), 2, "both still connected");
+    drop(hog);
+}
+
+/// A range request with bytes after its 12 is refused, not answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_request_with_trailing_bytes_is_refused() {
+    let chain = Chain::new(2);
+    let (_stored, _serving, behind) = serving_and_behind(&chain).await;
+    let mut payload = stave_net::gossip::RangeRequest { from: 0, count: 2 }
+        .encode()
+        .to_vec();
+    payload.push(0);
+    let asking = timeout(
+        Duration::from_secs(2),
+        behind.network.request(
+            chain.ids[0],
+            ProtocolId::request(gossip::GROUP, gossip::BLOCKS),
+            0,
+            Bytes::from(payload),
+        ),
+    );
+    assert!(
+        matches!(asking.await, Err(_) | Ok(Err(_))),
+        "a request with trailing bytes was answered"
+    );
+    // Well-formed, the same request is answered.
+    let fetched = behind
+        .gossip
+        .fetch_blocks(chain.ids[0], 0, 2)
+        .await
+        .expect("served");
+    assert_eq!(fetched.len(), 2);
+}
+
+/// Compact blocks are taken only from the configured block sources; a block from another
+/// peer is dropped and that peer charged. A peer that no longer keeps a block it
+/// announced (evicted for newer ones) answers the fetch with nothing and is not charged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_come_only_from_block_sources_and_an_evicted_block_costs_nothing() {
+    let chain = Chain::new(3);
+    let producer = node(&chain, 0, &[]).await;
+    let stranger = node(&chain, 1, &[]).await;
+    let network = chain
+        .start(
+            2,
+            vec![
+                chain.peer(0, &producer.network),
+                chain.peer(1, &stranger.network),
+            ],
+            |_| {},
+        )
+        .await;
+    let (_gossip, mut blocks) = Gossip::start(
+        network.clone(),
+        pool(),
+        None,
+        GossipConfig {
+            block_sources: Some([chain.ids[0]].into_iter().collect()),
+            ..GossipConfig::default()
+        },
+    );
+    eventually("connections", || network.peers().len() == 2).await;
+    let txs = transfers(4);
+    stranger
+        .gossip
+        .announce_block(&block(5, &txs))
+        .expect("valid block");
+    eventually("the stranger charged", || {
+        network.score(&chain.ids[1]) == 100 - Offence::Unauthorized.penalty()
+    })
+    .await;
+    producer
+        .gossip
+        .announce_block(&block(6, &txs))
+        .expect("valid block");
+    let received = timeout(LIMIT, blocks.recv())
+        .await
+        .expect("in time")
+        .expect("block");
+    assert_eq!((received.number, received.from), (6, chain.ids[0]));
+    assert!(blocks.try_recv().is_err(), "the stranger's block was taken");
+
+    // A compact block whose transactions its sender no longer keeps: the fetch gets an
+    // empty answer, and the producer is not charged for it.
+    let unknown = block(7, &transfers(8)[4..]);
+    let parts = BlockParts::from_block(&unknown).expect("valid");
+    let compact = CompactBlock::new(parts.header.clone(), parts.hash, &parts.tx_hashes);
+    let frame = producer.network.frame(
+        ProtocolId::request(gossip::GROUP, gossip::COMPACT_BLOCK),
+        0,
+        Bytes::from(compact.encode()),
+    );
+    producer.network.broadcast(&frame, None).expect("sends");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        blocks.try_recv().is_err(),
+        "a block without its txs was taken"
+    );
+    assert_eq!(
+        network.score(&chain.ids[0]),
+        100,
+        "the producer was charged"
+    );
+}

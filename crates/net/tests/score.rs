@@ -1,4 +1,5 @@
-//! Peer scores: offences add up to a ban, a ban expires, socket errors are nobody's fault.
+//! Peer scores: offences add up to a ban, a ban expires, points come back with time,
+//! socket errors are nobody's fault.
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,7 @@ fn a_block_bans_at_once_whatever_the_score_and_the_config() {
             initial: i32::MAX,
             ban_below: -1_000_000,
             ban_for: Duration::from_secs(5),
+            recover_every: Duration::from_secs(1),
         },
     ] {
         let mut scores = PeerScores::new(config);
@@ -69,4 +71,33 @@ fn a_block_bans_at_once_whatever_the_score_and_the_config() {
         scores.penalize([4; 32], Offence::Unauthorized, Instant::now()),
         Verdict::Keep(75)
     );
+}
+
+#[test]
+fn points_come_back_with_time_up_to_the_initial_score() {
+    let config = ScoreConfig::default();
+    let mut scores = PeerScores::new(config);
+    let peer = [5u8; 32];
+    let now = Instant::now();
+    assert_eq!(
+        scores.penalize(peer, Offence::BadFrame, now),
+        Verdict::Keep(50)
+    );
+    assert_eq!(scores.score(&peer, now), 50);
+    let later = now + config.recover_every * 20 + config.recover_every / 2;
+    assert_eq!(scores.score(&peer, later), 70, "one point per period");
+    // A later offence is charged on the recovered score: no ban.
+    assert_eq!(
+        scores.penalize(peer, Offence::BadFrame, later),
+        Verdict::Keep(20)
+    );
+    let much_later = later + config.recover_every * 1_000;
+    assert_eq!(scores.score(&peer, much_later), config.initial, "capped");
+    // The same two offences at once ban.
+    let mut at_once = PeerScores::new(config);
+    at_once.penalize(peer, Offence::BadFrame, now);
+    assert!(matches!(
+        at_once.penalize(peer, Offence::BadFrame, now),
+        Verdict::Banned(_)
+    ));
 }

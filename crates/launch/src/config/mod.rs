@@ -20,8 +20,10 @@ use stave_storage::DEFAULT_MAP_SIZE;
 use crate::LaunchError;
 
 mod check;
+mod p2p;
 
 pub use check::{MAX_BLOCK_TIME, MAX_LEADER_TIMEOUT, MIN_MAP_SIZE};
+pub use p2p::P2pLimits;
 
 /// Default Prometheus address of `stave node`.
 pub const DEFAULT_METRICS_ADDR: SocketAddr =
@@ -107,6 +109,11 @@ pub struct P2pConfig {
     pub allowed: Vec<NodeId>,
     /// Peers to dial and keep connected.
     pub peers: Vec<StaticPeer>,
+    /// The node ids whose blocks a follower takes (its producer); empty takes them from
+    /// any allowed peer. A validator takes blocks from the validators only.
+    pub block_sources: Vec<NodeId>,
+    /// What peers may hold of this node (`[p2p.limits]`).
+    pub limits: P2pLimits,
 }
 
 /// The `[consensus]` section: this validator's key and engine settings.
@@ -285,6 +292,11 @@ struct P2pSection {
     allowed: Vec<String>,
     #[serde(default)]
     peers: Vec<PeerSection>,
+    /// Node ids (hex) whose blocks a follower takes.
+    #[serde(default)]
+    block_sources: Vec<String>,
+    #[serde(default)]
+    limits: p2p::LimitsSection,
 }
 
 /// A `[[p2p.peers]]` entry.
@@ -361,6 +373,12 @@ impl P2pSection {
                     address: peer.address,
                 })
                 .collect(),
+            block_sources: self
+                .block_sources
+                .iter()
+                .map(|id| parse_node_id(id))
+                .collect::<Result<_, _>>()?,
+            limits: self.limits.resolve()?,
         })
     }
 }

@@ -9,7 +9,7 @@ mod client;
 use std::{net::SocketAddr, path::Path, time::Duration};
 
 pub use client::*;
-use stave_launch::{NodeConfig, P2pConfig, RunningNode, files::write_new};
+use stave_launch::{NodeConfig, P2pConfig, P2pLimits, RunningNode, files::write_new};
 use stave_net::ChainCa;
 
 impl JsonRpc for RunningNode {
@@ -69,6 +69,8 @@ pub fn p2p_identities(dir: &Path, count: usize) -> Vec<P2pConfig> {
                 key: key_path,
                 allowed: vec![identity.node_id().expect("an id")],
                 peers: Vec::new(),
+                block_sources: Vec::new(),
+                limits: P2pLimits::default(),
             }
         })
         .collect();

@@ -2,7 +2,11 @@
 //! redial backoff), then the reader that decodes and routes frames and the writer that
 //! drains the connection's queues, both counting bytes per module and per peer.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -17,17 +21,31 @@ use tokio_util::{
     sync::CancellationToken,
 };
 
-use super::{Shared, StaticPeer, short_id};
+use super::{
+    Shared, StaticPeer,
+    handshakes::Handshakes,
+    lane::{Budget, Queued},
+    short_id,
+};
 use crate::{
-    frame::{Frame, FrameCodec, FrameError, HEADER_LEN, ProtocolId},
+    frame::{Frame, FrameCodec, FrameError, HEADER_LEN, KEEPALIVE, ProtocolId, keepalive_frame},
     score::NodeId,
     tls::TlsError,
 };
 
+/// Modules below this are counted under their own number; any other under `other`. The
+/// module of a received frame is whatever the peer wrote, and a label per value would let
+/// a peer grow the metrics registry without bound.
+const COUNTED_MODULES: u16 = 0x20;
+
 /// Counts a frame's bytes: `wire` as sent, `raw` with the payload uncompressed; per module
-/// and per peer.
+/// and per peer (peers are allow-listed, so their labels are bounded).
 fn count_bytes(direction: &'static str, module: u16, peer: &NodeId, wire: usize, raw: usize) {
-    let module = module.to_string();
+    let module = if module < COUNTED_MODULES {
+        module.to_string()
+    } else {
+        "other".to_owned()
+    };
     metrics::counter!("stave_net_bytes_total", "direction" => direction, "kind" => "wire", "module" => module.clone())
         .increment(wire as u64);
     metrics::counter!("stave_net_bytes_total", "direction" => direction, "kind" => "raw", "module" => module)
@@ -36,10 +54,12 @@ fn count_bytes(direction: &'static str, module: u16, peer: &NodeId, wire: usize,
         .increment(wire as u64);
 }
 
-/// The frame codec, counting what each decoded frame cost on the wire.
+/// The frame codec, counting what each decoded frame cost on the wire and noting when
+/// bytes last arrived (the reader calls it after every read).
 struct CountingCodec {
     codec: FrameCodec,
     peer: NodeId,
+    last_read: Instant,
 }
 
 impl Decoder for CountingCodec {
@@ -47,6 +67,7 @@ impl Decoder for CountingCodec {
     type Error = FrameError;
 
     fn decode(&mut self, src: &mut bytes::BytesMut) -> Result<Option<Frame>, FrameError> {
+        self.last_read = Instant::now();
         let before = src.len();
         let frame = self.codec.decode(src)?;
         if let Some(frame) = &frame {
@@ -68,15 +89,30 @@ pub(super) async fn read_loop(
     let codec = CountingCodec {
         codec: FrameCodec::new(shared.config.frame),
         peer,
+        last_read: Instant::now(),
     };
+    let silence = shared.config.keepalive_timeout;
+    let budget = Budget::new(shared.config.recv_queue_bytes);
     let mut frames = FramedRead::new(reader, codec);
     loop {
+        // Any bytes count as life, not only whole frames: a large frame on a slow link
+        // takes a while to arrive in full.
+        let deadline = frames.decoder().last_read + silence;
         let next = tokio::select! {
             () = closed.cancelled() => break,
             next = frames.next() => next,
+            () = tokio::time::sleep_until(deadline.into()) => {
+                if frames.decoder().last_read.elapsed() < silence {
+                    continue;
+                }
+                metrics::counter!("stave_net_dead_links_total").increment(1);
+                tracing::info!(peer = %short_id(&peer), ?silence, "closing connection: nothing received");
+                break;
+            }
         };
         match next {
-            Some(Ok(frame)) => shared.route(peer, frame),
+            Some(Ok(frame)) if frame.protocol_id == KEEPALIVE => {}
+            Some(Ok(frame)) => shared.route(peer, frame, &budget),
             Some(Err(error)) => {
                 match error.offence() {
                     Some(offence) => {
@@ -99,32 +135,35 @@ pub(super) async fn read_loop(
 /// Bytes of small frames coalesced into one write; see [`write_loop`].
 const WRITE_BUFFER: usize = 64 << 10;
 
-/// Writes what is queued for `peer`: the frames of `queue` first, those of `bulk` only
-/// when `queue` is empty.
+/// Writes what is queued for `peer`: the frames of the first queue first, those of the
+/// second (bulk) only when the first is empty; and a keepalive frame whenever nothing was
+/// written for `keepalive`.
 pub(super) async fn write_loop(
     writer: tokio::io::WriteHalf<TlsStream<TcpStream>>,
-    mut queue: mpsc::Receiver<Bytes>,
-    mut bulk: mpsc::Receiver<Bytes>,
+    (mut queue, mut bulk): (mpsc::Receiver<Queued>, mpsc::Receiver<Queued>),
     peer: NodeId,
+    keepalive: Duration,
     closed: CancellationToken,
 ) {
     // Small frames (votes, requests) are coalesced; a frame at least this large goes to
     // the TLS stream without first being copied into the buffer.
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER, writer);
+    let ping = keepalive_frame();
     let result: std::io::Result<()> = async {
         loop {
             let first = tokio::select! {
                 biased;
                 () = closed.cancelled() => return Ok(()),
-                first = queue.recv() => first,
-                first = bulk.recv() => first,
+                first = queue.recv() => first.map(|queued| queued.bytes),
+                first = bulk.recv() => first.map(|queued| queued.bytes),
+                () = tokio::time::sleep(keepalive) => Some(ping.clone()),
             };
             let Some(first) = first else { return Ok(()) };
             write_counted(&mut writer, &first, &peer).await?;
             // Coalesce what is already queued into one flush, looking at the first queue
-            // again before each bulk frame.
+            // again before each bulk frame. A frame's byte budget is freed once written.
             while let Ok(more) = queue.try_recv().or_else(|_| bulk.try_recv()) {
-                write_counted(&mut writer, &more, &peer).await?;
+                write_counted(&mut writer, &more.bytes, &peer).await?;
             }
             writer.flush().await?;
         }
@@ -164,18 +203,55 @@ fn count_encoded(direction: &'static str, encoded: &[u8], peer: &NodeId) {
     count_bytes(direction, module, peer, encoded.len(), HEADER_LEN + raw);
 }
 
+/// First wait after `accept` fails; doubles while it keeps failing.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+/// Longest wait after `accept` fails.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Accepts connections and runs their TLS handshakes, each holding one of the pending
+/// handshake slots (see [`Handshakes`]) until it ends or times out.
 pub(super) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    let handshakes = Handshakes::new(
+        shared.config.max_pending_handshakes,
+        shared.config.max_pending_handshakes_per_ip,
+    );
+    let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
         let accepted = tokio::select! {
             () = shared.shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        let Ok((socket, address)) = accepted else {
-            continue;
+        let (socket, address) = match accepted {
+            Ok(accepted) => {
+                backoff = ACCEPT_BACKOFF_MIN;
+                accepted
+            }
+            // Out of descriptors (EMFILE, ENFILE) or buffers, `accept` fails again at once
+            // until some are freed: wait instead of spinning a worker on it. The pending
+            // connection stays in the kernel's backlog meanwhile.
+            Err(error) => {
+                metrics::counter!("stave_net_accept_errors_total").increment(1);
+                tracing::warn!(%error, ?backoff, "accept failed; waiting");
+                tokio::select! {
+                    () = shared.shutdown.cancelled() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                continue;
+            }
+        };
+        let slot = match handshakes.take(address.ip()) {
+            Ok(slot) => slot,
+            Err(full) => {
+                metrics::counter!("stave_net_refused_total", "reason" => full.label()).increment(1);
+                tracing::debug!(%address, reason = full.label(), "connection closed: no handshake slot");
+                continue;
+            }
         };
         let _ = socket.set_nodelay(true);
         let shared = shared.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let handshake =
                 tokio::time::timeout(shared.config.handshake_timeout, shared.tls.accept(socket))
                     .await;
@@ -191,7 +267,7 @@ pub(super) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
 }
 
 fn refused(address: &SocketAddr, error: &TlsError) {
-    metrics::counter!("stave_net_refused_total").increment(1);
+    metrics::counter!("stave_net_refused_total", "reason" => "tls").increment(1);
     tracing::debug!(%address, %error, "peer refused");
 }
 
