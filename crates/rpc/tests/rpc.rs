@@ -37,7 +37,7 @@ async fn serve(
     config: RpcConfig,
 ) -> (
     std::net::SocketAddr,
-    jsonrpsee::server::ServerHandle,
+    stave_rpc::RpcServer,
     BlockProducer<'static>,
     Arc<TxPool>,
     Arc<stave_state::StateLayers<'static>>,
@@ -57,7 +57,7 @@ async fn serve(
     ));
     let producer = BlockProducer::new(chain, view.clone(), pool.clone(), 100);
     let (heads, _) = tokio::sync::broadcast::channel(16);
-    let (addr, server) = stave_rpc::start(NodeContext {
+    let server = stave_rpc::start(NodeContext {
         view,
         pool: pool.clone(),
         heads,
@@ -69,7 +69,7 @@ async fn serve(
     })
     .await
     .expect("starts");
-    (addr, server, producer, pool, layers, store)
+    (server.addr(), server, producer, pool, layers, store)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

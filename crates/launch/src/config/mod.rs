@@ -19,6 +19,8 @@ use stave_storage::DEFAULT_MAP_SIZE;
 
 use crate::LaunchError;
 
+mod rpc;
+
 /// Default Prometheus address of `stave node`.
 pub const DEFAULT_METRICS_ADDR: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9001);
@@ -267,6 +269,8 @@ struct FileConfig {
     p2p: Option<P2pSection>,
     /// This node is one of the genesis's validators, agreeing on blocks with the others.
     consensus: Option<ConsensusSection>,
+    /// JSON-RPC address and limits.
+    rpc: Option<rpc::RpcSection>,
 }
 
 /// The `[p2p]` section as written (paths relative to the config file, ids in hex).
@@ -316,6 +320,9 @@ impl FileConfig {
             block_time: self.block_time_ms.map(Duration::from_millis),
             block_txs: self.block_txs,
         });
+        if let Some(rpc) = self.rpc {
+            rpc.apply(&mut config.rpc, self.rpc_addr.is_some())?;
+        }
         config.map_size = self.map_size.unwrap_or(config.map_size);
         config.pool_max_txs = self.pool_max_txs;
         config.pool_max_per_sender = self.pool_max_per_sender;
