@@ -4,14 +4,18 @@
 //! method, get a JSON-RPC answer (a result or an error), never a panic, whether the method
 //! runs on the server's runtime or on its heavy-method workers.
 
-use std::sync::{Arc, OnceLock};
+use std::{
+    path::Path,
+    sync::{Arc, OnceLock},
+};
 
 use jsonrpsee::RpcModule;
 use serde_json::{Value, json};
 use stave_node::{BlockProducer, Chain, ChainView, Parallelism};
-use stave_primitives::{DEFAULT_BASE_FEE, U256, dev::dev_account};
+use stave_primitives::{Address, DEFAULT_BASE_FEE, U256, dev::dev_account};
 use stave_rpc::{NodeContext, RpcConfig};
 use stave_sdk::{LocalSigner, TxBuilder, workload_genesis};
+use stave_state::StateLayers;
 use stave_storage::LmdbStore;
 use stave_txpool::{PoolConfig, TxPool};
 use stave_verify::SenderCache;
@@ -27,18 +31,33 @@ struct Harness {
     runtime: tokio::runtime::Runtime,
 }
 
-/// Built once per process: a chain in a temporary data dir (kept until the process ends).
-fn harness() -> &'static Harness {
-    static HARNESS: OnceLock<Harness> = OnceLock::new();
-    HARNESS.get_or_init(|| {
-        let dir = Box::leak(Box::new(tempfile::tempdir().expect("tempdir")));
-        let store: &'static LmdbStore = Box::leak(Box::new(
-            LmdbStore::open(dir.path(), 64 << 20).expect("opens"),
-        ));
-        let token = stave_primitives::Address::repeat_byte(0x70);
-        let spec = workload_genesis(CHAIN_ID, 2, Some(token));
-        let cache = Arc::new(SenderCache::new(64));
-        let chain = Chain::open_with(store, &spec, 2, Parallelism::Serial, Some(cache.clone()))
+/// A chain in a fresh data dir whose genesis funds two dev accounts and holds the token
+/// at [`TOKEN`], with the pool and producer that extend it (shared with
+/// `crates/rpc/tests/rpc.rs`).
+pub struct TokenChain {
+    /// Its blocks and state.
+    pub view: Arc<ChainView<'static>>,
+    /// Its txpool.
+    pub pool: Arc<TxPool>,
+    /// What makes its blocks.
+    pub producer: BlockProducer<'static>,
+    /// Its state layers (the latest is what the pool checks against).
+    pub layers: Arc<StateLayers<'static>>,
+    /// Its store, leaked for `'static`.
+    pub store: &'static LmdbStore,
+}
+
+/// Where the token's contract is.
+pub const TOKEN: Address = Address::repeat_byte(0x70);
+
+impl TokenChain {
+    /// Opens the chain in `dir`, whose map may grow to `map_size` bytes.
+    pub fn open(dir: &Path, map_size: usize) -> Self {
+        let store: &'static LmdbStore =
+            Box::leak(Box::new(LmdbStore::open(dir, map_size).expect("opens")));
+        let spec = workload_genesis(CHAIN_ID, 2, Some(TOKEN));
+        let cache = Arc::new(SenderCache::new(1024));
+        let chain = Chain::open_with(store, &spec, 2, Parallelism::Parallel, Some(cache.clone()))
             .expect("opens");
         let view = Arc::new(ChainView::new(&chain, spec.clone()));
         let layers = chain.layers();
@@ -46,19 +65,43 @@ fn harness() -> &'static Harness {
             PoolConfig::new(CHAIN_ID, spec.gas_limit()),
             cache,
         ));
-        let mut producer = BlockProducer::new(chain, view.clone(), pool.clone(), 10);
+        let producer = BlockProducer::new(chain, view.clone(), pool.clone(), 100);
+        Self {
+            view,
+            pool,
+            producer,
+            layers,
+            store,
+        }
+    }
+
+    /// Makes block `nonce + 1` holding one token transfer of dev account 0 (one log).
+    pub fn transfer_block(&mut self, nonce: u64) {
         let sender = LocalSigner::from_secret(&dev_account(0).secret).expect("key");
         let builder = TxBuilder::new(CHAIN_ID, 2 * u128::from(DEFAULT_BASE_FEE));
+        let tx = sender.sign_tx(builder.erc20_transfer(
+            nonce,
+            TOKEN,
+            dev_account(1).address,
+            U256::from(1),
+        ));
+        let added = self
+            .pool
+            .add(&[tx.encoded()], &self.layers.latest(), DEFAULT_BASE_FEE);
+        assert!(added[0].is_ok(), "{added:?}");
+        let produced = self.producer.produce(nonce + 1).expect("produces");
+        assert_eq!(produced.block.transactions().len(), 1);
+    }
+}
+
+/// Built once per process: a chain in a temporary data dir (kept until the process ends).
+fn harness() -> &'static Harness {
+    static HARNESS: OnceLock<Harness> = OnceLock::new();
+    HARNESS.get_or_init(|| {
+        let dir = Box::leak(Box::new(tempfile::tempdir().expect("tempdir")));
+        let mut chain = TokenChain::open(dir.path(), 64 << 20);
         for nonce in 0..BLOCKS {
-            let tx = sender.sign_tx(builder.erc20_transfer(
-                nonce,
-                token,
-                dev_account(1).address,
-                U256::from(1),
-            ));
-            let added = pool.add(&[tx.encoded()], &layers.latest(), DEFAULT_BASE_FEE);
-            assert!(added[0].is_ok(), "{added:?}");
-            producer.produce(nonce + 1).expect("produces");
+            chain.transfer_block(nonce);
         }
         let (heads, _) = tokio::sync::broadcast::channel(4);
         let config = RpcConfig {
@@ -83,8 +126,8 @@ fn harness() -> &'static Harness {
         let module = {
             let _entered = runtime.enter();
             stave_rpc::methods(NodeContext {
-                view,
-                pool,
+                view: chain.view,
+                pool: chain.pool,
                 heads,
                 admitted: None,
                 config,

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+// Its chain's store handle is for `tests/rpc.rs`, not the check.
+#[allow(dead_code)]
 #[path = "../../../fuzz/rpc_checks.rs"]
 mod rpc_checks;
 
