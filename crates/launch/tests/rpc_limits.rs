@@ -223,3 +223,40 @@ fn concurrent_full_range_scans_get_answers_or_busy_while_blocks_keep_coming() {
         ) == json!(format!("{sent:#x}"))
     });
 }
+
+#[test]
+fn connections_per_address_are_capped_and_idle_ones_closed() {
+    use std::{io::Read, net::TcpStream};
+
+    let mut config = NodeConfig::dev().expect("dev chain").in_process();
+    config.rpc.max_connections_per_ip = 3;
+    config.rpc.idle_timeout = Duration::from_secs(3);
+    let node = RunningNode::start(config).expect("starts");
+    let open = |read_timeout: Duration| {
+        let stream = TcpStream::connect(node.rpc_addr()).expect("connects");
+        stream
+            .set_read_timeout(Some(read_timeout))
+            .expect("a timeout");
+        stream
+    };
+    // Closed by the server: the read ends (EOF or reset) instead of timing out.
+    let closed = |mut stream: TcpStream| match stream.read(&mut [0; 16]) {
+        Ok(n) => n == 0,
+        Err(error) => !matches!(
+            error.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    };
+    let idle: Vec<TcpStream> = (0..3).map(|_| open(Duration::from_secs(10))).collect();
+    // A fourth from the same address is closed at once, long before the idle timeout.
+    let started = Instant::now();
+    assert!(closed(open(Duration::from_secs(2))), "a fourth connection");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // The three that never sent a byte are closed after the idle timeout...
+    for stream in idle {
+        assert!(closed(stream), "an idle connection");
+    }
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    // ...which frees their slots.
+    assert_eq!(node.result("eth_chainId", json!([])), json!("0x539"));
+}
