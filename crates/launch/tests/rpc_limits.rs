@@ -260,3 +260,14 @@ fn connections_per_address_are_capped_and_idle_ones_closed() {
     // ...which frees their slots.
     assert_eq!(node.result("eth_chainId", json!([])), json!("0x539"));
 }
+
+#[test]
+fn an_rpc_port_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let mut config = NodeConfig::dev().expect("dev chain").in_process();
+    config.rpc.addr = taken.local_addr().expect("bound");
+    let Err(error) = RunningNode::start(config) else {
+        panic!("started on a port in use");
+    };
+    assert!(error.to_string().contains("cannot listen on"), "{error}");
+}

@@ -115,8 +115,15 @@ pub async fn start(ctx: NodeContext) -> Result<RpcServer, RpcError> {
         .enable_all()
         .build()
         .map_err(|error| RpcError::Internal(format!("cannot start the RPC runtime: {error}")))?;
-    let serving = runtime.spawn(serve(ctx));
-    let (addr, handle) = serving.await.map_err(RpcError::internal)??;
+    let served = runtime.spawn(serve(ctx)).await;
+    let (addr, handle) = match served.map_err(RpcError::internal).and_then(|bound| bound) {
+        Ok(bound) => bound,
+        Err(error) => {
+            // Dropping a runtime blocks, which this async caller must not do.
+            runtime.shutdown_background();
+            return Err(error);
+        }
+    };
     Ok(RpcServer {
         addr,
         handle,
