@@ -1,9 +1,9 @@
 //! [`RunningNode`]: a node started from a [`NodeConfig`], in this process, until stopped.
 //!
 //! Starting opens the data dir's store, the chain, the txpool and the producer, then
-//! (on the node's own tokio runtime) the P2P network and gossip, the JSON-RPC server and
-//! the thread that makes blocks: the producer loop, the follower loop, or a validator's
-//! chain actor and consensus engine.
+//! (on the node's own tokio runtime) the P2P network and gossip, the JSON-RPC server (on a
+//! runtime of its own) and the thread that makes blocks: the producer loop, the follower
+//! loop, or a validator's chain actor and consensus engine.
 
 use std::{
     net::SocketAddr,
@@ -13,12 +13,11 @@ use std::{
     time::Duration,
 };
 
-use jsonrpsee::server::ServerHandle;
 use stave_consensus::StaveApp;
 use stave_net::{Network, NodeId};
 use stave_node::{BlockProducer, Chain, ChainView, Parallelism, Produced};
 use stave_primitives::{B256, ChainSpec};
-use stave_rpc::NodeContext;
+use stave_rpc::{NodeContext, RpcServer};
 use stave_storage::LmdbStore;
 use stave_txpool::{PoolConfig, TxPool};
 use stave_verify::{DEFAULT_SENDER_CACHE_CAPACITY, SenderCache};
@@ -63,7 +62,8 @@ pub struct RunningNode {
 
 /// What stopping a node has to stop.
 struct Running {
-    /// The node's async runtime: the network, gossip and RPC server run on it.
+    /// The node's async runtime: the network and gossip run on it (the RPC server runs on
+    /// its own).
     runtime: Runtime,
     /// What runs on it and beside it.
     tasks: Tasks,
@@ -80,8 +80,8 @@ struct Tasks {
     chain: Option<StaveApp>,
     /// A validator's P2P side (a producer's or follower's lives in its thread).
     p2p: Option<P2p>,
-    /// The JSON-RPC server.
-    server: ServerHandle,
+    /// The JSON-RPC server, on its own runtime.
+    server: RpcServer,
     /// The temporary data dir, removed once the node stopped.
     temp_dir: Option<tempfile::TempDir>,
 }
@@ -304,8 +304,7 @@ impl Running {
             network.shutdown();
         }
         drop(tasks.p2p);
-        let _ = tasks.server.stop();
-        runtime.block_on(tasks.server.stopped());
+        tasks.server.stop();
         let head = view.head();
         runtime.shutdown_timeout(SHUTDOWN_GRACE);
         drop(tasks.temp_dir);
@@ -368,7 +367,8 @@ impl Parts {
             admitted: p2p.as_ref().map(|p2p| p2p.admitted.clone()),
             config: config.rpc.clone(),
         };
-        let (rpc_addr, server) = stave_rpc::start(ctx).await?;
+        let server = stave_rpc::start(ctx).await?;
+        let rpc_addr = server.addr();
         let (supervisor, ended) = Supervisor::new();
         let (making_blocks, chain, validator, p2p) = match (&config.role, p2p) {
             (Role::Validator(consensus), Some(p2p)) => {

@@ -11,7 +11,8 @@ pub const SERVER_ERROR: i32 = -32000;
 pub const INVALID_PARAMS: i32 = -32602;
 /// The code clients read revert data from (EIP-1474 / geth: `execution reverted`).
 pub const EXECUTION_REVERTED: i32 = 3;
-/// The code for a query over a resource limit (as Infura and geth use for `eth_getLogs`).
+/// The code for a query over a resource limit (as Infura and geth use for `eth_getLogs`),
+/// and for a server too busy to take a heavy request.
 pub const LIMIT_EXCEEDED: i32 = -32005;
 
 /// What an RPC method can fail with.
@@ -37,6 +38,10 @@ pub enum RpcError {
     /// A query went over a limit; the message says what would succeed.
     #[error("{0}")]
     LimitExceeded(String),
+    /// Every worker for heavy methods is busy and its queue (of this many requests, the
+    /// running ones included) is full: retry later.
+    #[error("server busy: {0} heavy requests running or queued, retry later")]
+    Busy(usize),
     /// Anything else the server failed at.
     #[error("{0}")]
     Internal(String),
@@ -59,7 +64,7 @@ impl From<RpcError> for ErrorObjectOwned {
             RpcError::Reverted { data, .. } => {
                 ErrorObjectOwned::owned(EXECUTION_REVERTED, message, Some(data))
             }
-            RpcError::LimitExceeded(_) => {
+            RpcError::LimitExceeded(_) | RpcError::Busy(_) => {
                 ErrorObjectOwned::owned(LIMIT_EXCEEDED, message, None::<()>)
             }
             RpcError::Pool(_) | RpcError::View(_) | RpcError::Internal(_) => {

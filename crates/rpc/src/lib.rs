@@ -10,15 +10,25 @@
 //! codes and messages ([`error`]). Limits ([`RpcConfig`]): localhost only unless
 //! configured, batches of at most 1,000 calls and 25 MB, a 50M gas cap and a 5 s timeout
 //! on calls, `eth_getLogs` bounded in blocks and results and served from the per-block
-//! bloom index; installed filters for clients that poll ([`eth::filters`]).
+//! bloom index, filters bounded in size and number, answers bounded by the response cap
+//! as they are built; installed filters for clients that poll ([`eth::filters`]).
+//! The server runs on a tokio runtime of its own, and heavy methods (anything that reads
+//! block bodies, scans logs or runs the EVM) on a bounded pool of worker threads that
+//! answers "busy" when full, so RPC load stays off the threads of consensus, the network
+//! and block import.
 
+mod config;
+mod connections;
 pub mod convert;
 pub mod error;
 pub mod eth;
+mod limits;
 pub mod net;
 mod rpc;
 mod server;
 pub mod txpool;
+mod workers;
 
+pub use config::RpcConfig;
 pub use error::RpcError;
-pub use server::{NodeContext, RpcConfig, start};
+pub use server::{NodeContext, RpcServer, methods, start};

@@ -12,28 +12,44 @@ use crate::{
     error::RpcError,
     eth::filters::Filters,
     server::NodeContext,
+    workers::Workers,
 };
 
 /// What a method returns before jsonrpsee turns the error into its JSON form.
 pub(crate) type Outcome<T> = Result<T, RpcError>;
 
-/// The method implementations over a shared [`NodeContext`] and the server's installed
-/// filters. Each namespace file implements its trait on it.
+/// The method implementations over a shared [`NodeContext`], the server's installed
+/// filters and its workers for heavy methods. Each namespace file implements its trait
+/// on it.
 #[derive(Clone)]
 pub(crate) struct Rpc {
     /// The chain, the pool, the stream of new blocks and the limits.
     pub(crate) ctx: Arc<NodeContext>,
     /// The filters clients installed with `eth_new*Filter`.
     pub(crate) filters: Arc<Filters>,
+    /// Where heavy methods run ([`Rpc::heavy`]).
+    workers: Arc<Workers>,
 }
 
 impl Rpc {
-    /// A handle over `ctx` with no filters installed.
-    pub(crate) fn new(ctx: NodeContext) -> Self {
-        Self {
+    /// A handle over `ctx` with no filters installed and its worker threads started.
+    pub(crate) fn new(ctx: NodeContext) -> Outcome<Self> {
+        let workers = Workers::new(ctx.config.worker_threads, ctx.config.worker_queue)?;
+        Ok(Self {
+            filters: Arc::new(Filters::new(ctx.config.max_filters)),
             ctx: Arc::new(ctx),
-            filters: Arc::default(),
-        }
+            workers: Arc::new(workers),
+        })
+    }
+
+    /// Runs `work` on the heavy-method workers (see [`crate::workers`]): every method that
+    /// reads block bodies, scans logs or runs the EVM goes through here.
+    pub(crate) async fn heavy<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Rpc) -> Outcome<T> + Send + 'static,
+    ) -> Outcome<T> {
+        let rpc = self.clone();
+        self.workers.run(move || work(&rpc)).await
     }
 
     pub(crate) fn head(&self) -> Outcome<u64> {

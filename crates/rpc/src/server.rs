@@ -1,18 +1,21 @@
-//! The server: its limits ([`RpcConfig`]), what its methods read ([`NodeContext`]), and
-//! [`start`], which serves every namespace's methods on one port over HTTP and
-//! WebSocket.
+//! The server: what its methods read ([`NodeContext`]), [`methods`], every namespace's
+//! methods in one module, and [`start`], which serves them on one port over HTTP and
+//! WebSocket on a tokio runtime of the server's own ([`RpcServer`]), so RPC load cannot
+//! starve the node's runtime that carries consensus and network traffic.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use jsonrpsee::{
     Methods, RpcModule,
-    server::{BatchRequestConfig, ServerBuilder, ServerConfig, ServerHandle},
+    server::{BatchRequestConfig, PingConfig, ServerConfig, ServerHandle, stop_channel},
 };
 use stave_node::{ChainView, Produced};
 use stave_txpool::TxPool;
 use tokio::sync::broadcast;
 
 use crate::{
+    config::RpcConfig,
+    connections::accept_loop,
     error::RpcError,
     eth::{
         blocks::EthBlocksApiServer, call::EthCallApiServer, fees::EthFeesApiServer,
@@ -23,49 +26,6 @@ use crate::{
     rpc::Rpc,
     txpool::TxpoolApiServer,
 };
-
-/// Limits and addresses of the RPC server. The defaults are the safe ones operators ask of
-/// geth, reth and Besu.
-#[derive(Debug, Clone)]
-pub struct RpcConfig {
-    /// Where to listen (HTTP and WebSocket on one port); localhost unless configured.
-    pub addr: SocketAddr,
-    /// Most calls in one batch.
-    pub max_batch: u32,
-    /// Largest request body, in bytes.
-    pub max_request_bytes: u32,
-    /// Largest response body, in bytes.
-    pub max_response_bytes: u32,
-    /// Most open connections.
-    pub max_connections: u32,
-    /// Most gas an `eth_call` or `eth_estimateGas` may use.
-    pub gas_cap: u64,
-    /// Longest an `eth_call` or `eth_estimateGas` may run.
-    pub evm_timeout: Duration,
-    /// Most blocks one `eth_getLogs` may scan.
-    pub max_log_blocks: u64,
-    /// Most logs one `eth_getLogs` may return.
-    pub max_logs: usize,
-    /// The priority fee suggested to wallets, in wei.
-    pub suggested_tip: u128,
-}
-
-impl Default for RpcConfig {
-    fn default() -> Self {
-        Self {
-            addr: SocketAddr::from(([127, 0, 0, 1], 8545)),
-            max_batch: 1_000,
-            max_request_bytes: 25 * 1024 * 1024,
-            max_response_bytes: 100 * 1024 * 1024,
-            max_connections: 500,
-            gas_cap: 50_000_000,
-            evm_timeout: Duration::from_secs(5),
-            max_log_blocks: 10_000,
-            max_logs: 10_000,
-            suggested_tip: 1_000_000_000,
-        }
-    }
-}
 
 /// What the methods read and write: the chain, the pool, and the stream of new blocks.
 #[derive(Clone)]
@@ -83,25 +43,51 @@ pub struct NodeContext {
     pub config: RpcConfig,
 }
 
-/// Starts the server; it runs until the handle is stopped. Returns the bound address.
-pub async fn start(ctx: NodeContext) -> Result<(SocketAddr, ServerHandle), RpcError> {
-    let config = &ctx.config;
-    let server_config = ServerConfig::builder()
-        .max_request_body_size(config.max_request_bytes)
-        .max_response_body_size(config.max_response_bytes)
-        .max_connections(config.max_connections)
-        .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch))
-        .set_id_provider(HexIdProvider)
-        .build();
-    let server = ServerBuilder::default()
-        .set_config(server_config)
-        .build(config.addr)
-        .await
-        .map_err(|error| {
-            RpcError::Internal(format!("cannot listen on {}: {error}", config.addr))
-        })?;
-    let addr = server.local_addr().map_err(RpcError::internal)?;
-    let rpc = Rpc::new(ctx);
+/// How long a stopping server waits for its connections to close.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// A running server: its address, and the runtime it runs on.
+pub struct RpcServer {
+    addr: SocketAddr,
+    handle: ServerHandle,
+    /// `None` once stopped.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl RpcServer {
+    /// Where it listens, with the port bound.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, lets open connections finish (for at most [`STOP_GRACE`]), and
+    /// shuts its runtime down. Call it outside any async runtime.
+    pub fn stop(mut self) {
+        let _ = self.handle.stop();
+        if let Some(runtime) = self.runtime.take() {
+            let handle = self.handle.clone();
+            runtime.block_on(async move {
+                let _ = tokio::time::timeout(STOP_GRACE, handle.stopped()).await;
+            });
+            runtime.shutdown_timeout(STOP_GRACE);
+        }
+    }
+}
+
+impl Drop for RpcServer {
+    fn drop(&mut self) {
+        let _ = self.handle.stop();
+        if let Some(runtime) = self.runtime.take() {
+            // Dropping a runtime blocks, which an async caller must not do.
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Every namespace's methods over `ctx`, in one module (what [`start`] serves, and what a
+/// test or fuzzer calls without a socket).
+pub fn methods(ctx: NodeContext) -> Result<RpcModule<()>, RpcError> {
+    let rpc = Rpc::new(ctx)?;
     // One module per namespace file; a method name served twice is an error here.
     let namespaces: [Methods; 9] = [
         NetApiServer::into_rpc(rpc.clone()).into(),
@@ -118,7 +104,59 @@ pub async fn start(ctx: NodeContext) -> Result<(SocketAddr, ServerHandle), RpcEr
     for methods in namespaces {
         module.merge(methods).map_err(RpcError::internal)?;
     }
-    Ok((addr, server.start(module)))
+    Ok(module)
+}
+
+/// Starts the server on a runtime of its own; it runs until stopped or dropped.
+pub async fn start(ctx: NodeContext) -> Result<RpcServer, RpcError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(ctx.config.runtime_threads)
+        .thread_name("rpc")
+        .enable_all()
+        .build()
+        .map_err(|error| RpcError::Internal(format!("cannot start the RPC runtime: {error}")))?;
+    let served = runtime.spawn(serve(ctx)).await;
+    let (addr, handle) = match served.map_err(RpcError::internal).and_then(|bound| bound) {
+        Ok(bound) => bound,
+        Err(error) => {
+            // Dropping a runtime blocks, which this async caller must not do.
+            runtime.shutdown_background();
+            return Err(error);
+        }
+    };
+    Ok(RpcServer {
+        addr,
+        handle,
+        runtime: Some(runtime),
+    })
+}
+
+/// Binds and serves, on the runtime this runs on.
+async fn serve(ctx: NodeContext) -> Result<(SocketAddr, ServerHandle), RpcError> {
+    let config = ctx.config.clone();
+    let server_config = ServerConfig::builder()
+        .max_request_body_size(config.max_request_bytes)
+        .max_response_body_size(config.max_response_bytes)
+        .max_connections(config.max_connections)
+        .max_subscriptions_per_connection(config.max_subscriptions_per_connection)
+        .enable_ws_ping(
+            PingConfig::new()
+                .ping_interval(config.ws_ping_interval)
+                .inactive_limit(config.idle_timeout),
+        )
+        .set_batch_request_config(BatchRequestConfig::Limit(config.max_batch))
+        .set_id_provider(HexIdProvider)
+        .build();
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|error| {
+            RpcError::Internal(format!("cannot listen on {}: {error}", config.addr))
+        })?;
+    let addr = listener.local_addr().map_err(RpcError::internal)?;
+    let (stop, handle) = stop_channel();
+    let methods = methods(ctx)?.into();
+    tokio::spawn(accept_loop(listener, server_config, methods, stop, config));
+    Ok((addr, handle))
 }
 
 /// Subscription ids as go-ethereum makes them (`0x` and 32 hex digits), which some

@@ -2,10 +2,17 @@
 
 use std::sync::Arc;
 
-use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use jsonrpsee::{
+    core::{RpcResult, async_trait},
+    proc_macros::rpc,
+};
 use serde_json::{Value, json};
 
-use crate::{convert::rpc_tx, rpc::Rpc};
+use crate::{
+    convert::rpc_tx,
+    limits::ResponseBudget,
+    rpc::{Outcome, Rpc},
+};
 
 /// `txpool_*` methods.
 #[rpc(server)]
@@ -16,9 +23,10 @@ pub trait TxpoolApi {
     fn status(&self) -> RpcResult<Value>;
     /// Every pooled transaction by sender and nonce.
     #[method(name = "txpool_content")]
-    fn content(&self) -> RpcResult<Value>;
+    async fn content(&self) -> RpcResult<Value>;
 }
 
+#[async_trait]
 impl TxpoolApiServer for Rpc {
     fn status(&self) -> RpcResult<Value> {
         let status = self.ctx.pool.status();
@@ -36,21 +44,33 @@ impl TxpoolApiServer for Rpc {
         }))
     }
 
-    fn content(&self) -> RpcResult<Value> {
+    async fn content(&self) -> RpcResult<Value> {
+        Ok(self.heavy(Rpc::pool_content).await?)
+    }
+}
+
+impl Rpc {
+    /// `txpool_content` on the calling thread (a worker's), within the response cap.
+    fn pool_content(&self) -> Outcome<Value> {
+        let mut budget = ResponseBudget::new(&self.ctx.config);
         let mut pending = serde_json::Map::new();
         let mut queued = serde_json::Map::new();
         for (sender, content) in self.ctx.pool.content() {
-            let by_nonce = |txs: &[Arc<stave_txpool::PoolTx>]| -> Value {
+            let mut by_nonce = |txs: &[Arc<stave_txpool::PoolTx>]| -> Outcome<Value> {
                 txs.iter()
-                    .map(|tx| (tx.nonce.to_string(), json!(rpc_tx(&tx.tx.tx, sender, None))))
-                    .collect::<serde_json::Map<_, _>>()
-                    .into()
+                    .map(|tx| {
+                        let rpc = rpc_tx(&tx.tx.tx, sender, None);
+                        budget.charge(&rpc, || "Ask for txpool_status instead.".into())?;
+                        Ok((tx.nonce.to_string(), json!(rpc)))
+                    })
+                    .collect::<Outcome<serde_json::Map<_, _>>>()
+                    .map(Value::from)
             };
             if !content.pending.is_empty() {
-                pending.insert(sender.to_checksum(None), by_nonce(&content.pending));
+                pending.insert(sender.to_checksum(None), by_nonce(&content.pending)?);
             }
             if !content.queued.is_empty() {
-                queued.insert(sender.to_checksum(None), by_nonce(&content.queued));
+                queued.insert(sender.to_checksum(None), by_nonce(&content.queued)?);
             }
         }
         Ok(json!({ "pending": pending, "queued": queued }))

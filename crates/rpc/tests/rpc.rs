@@ -10,21 +10,24 @@ use jsonrpsee::{
     rpc_params,
 };
 use serde_json::Value;
-use stave_node::{BlockProducer, Chain, ChainView, Parallelism};
+use stave_node::BlockProducer;
 use stave_primitives::{DEFAULT_BASE_FEE, dev::dev_account};
 use stave_rpc::{NodeContext, RpcConfig, error::LIMIT_EXCEEDED};
 use stave_sdk::{
     LocalSigner, TxBuilder,
     contracts::{ERC20_TRANSFER_TOPIC, stave_token_balance_slot},
-    workload_genesis,
 };
 use stave_state::{FLUSH_BATCH, KEPT_LAYERS};
 use stave_storage::LmdbStore;
-use stave_txpool::{PoolConfig, TxPool};
-use stave_verify::SenderCache;
+use stave_txpool::TxPool;
 
 const CHAIN_ID: u64 = 1337;
-const TOKEN: Address = Address::repeat_byte(0x70);
+// The chain these tests and the fuzz target serve (its fuzz check is not used here).
+#[allow(dead_code)]
+#[path = "../../../fuzz/rpc_checks.rs"]
+mod rpc_checks;
+
+use rpc_checks::TOKEN;
 
 fn hex_u64(value: &Value) -> u64 {
     u64::from_str_radix(value.as_str().expect("hex").trim_start_matches("0x"), 16).expect("number")
@@ -37,27 +40,21 @@ async fn serve(
     config: RpcConfig,
 ) -> (
     std::net::SocketAddr,
-    jsonrpsee::server::ServerHandle,
+    stave_rpc::RpcServer,
     BlockProducer<'static>,
     Arc<TxPool>,
     Arc<stave_state::StateLayers<'static>>,
     &'static LmdbStore,
 ) {
-    let store: &'static LmdbStore =
-        Box::leak(Box::new(LmdbStore::open(dir, 256 << 20).expect("opens")));
-    let spec = workload_genesis(CHAIN_ID, 2, Some(TOKEN));
-    let cache = Arc::new(SenderCache::new(1024));
-    let chain = Chain::open_with(store, &spec, 2, Parallelism::Parallel, Some(cache.clone()))
-        .expect("opens");
-    let view = Arc::new(ChainView::new(&chain, spec.clone()));
-    let layers = chain.layers();
-    let pool = Arc::new(TxPool::new(
-        PoolConfig::new(CHAIN_ID, spec.gas_limit()),
-        cache,
-    ));
-    let producer = BlockProducer::new(chain, view.clone(), pool.clone(), 100);
+    let rpc_checks::TokenChain {
+        view,
+        pool,
+        producer,
+        layers,
+        store,
+    } = rpc_checks::TokenChain::open(dir, 256 << 20);
     let (heads, _) = tokio::sync::broadcast::channel(16);
-    let (addr, server) = stave_rpc::start(NodeContext {
+    let server = stave_rpc::start(NodeContext {
         view,
         pool: pool.clone(),
         heads,
@@ -69,7 +66,7 @@ async fn serve(
     })
     .await
     .expect("starts");
-    (addr, server, producer, pool, layers, store)
+    (server.addr(), server, producer, pool, layers, store)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,6 +21,7 @@ use crate::LaunchError;
 
 mod check;
 mod p2p;
+mod rpc;
 
 pub use check::{MAX_BLOCK_TIME, MAX_LEADER_TIMEOUT, MIN_MAP_SIZE};
 pub use p2p::P2pLimits;
@@ -278,6 +279,8 @@ struct FileConfig {
     p2p: Option<P2pSection>,
     /// This node is one of the genesis's validators, agreeing on blocks with the others.
     consensus: Option<ConsensusSection>,
+    /// JSON-RPC address and limits.
+    rpc: Option<rpc::RpcSection>,
 }
 
 /// The `[p2p]` section as written (paths relative to the config file, ids in hex).
@@ -332,6 +335,9 @@ impl FileConfig {
             block_time: self.block_time_ms.map(Duration::from_millis),
             block_txs: self.block_txs,
         });
+        if let Some(rpc) = self.rpc {
+            rpc.apply(&mut config.rpc, self.rpc_addr.is_some())?;
+        }
         config.map_size = self.map_size.unwrap_or(config.map_size);
         config.pool_max_txs = self.pool_max_txs;
         config.pool_max_per_sender = self.pool_max_per_sender;

@@ -1,15 +1,20 @@
 //! Blocks by number, tag or hash: the head's number, whole blocks, their transaction
-//! counts and their receipts.
+//! counts and their receipts. Everything that reads a block's body runs on the
+//! heavy-method workers.
 
 use alloy_eips::{BlockId, BlockNumberOrTag};
 use alloy_primitives::{B256, U64};
 use alloy_rpc_types_eth::{Block, TransactionReceipt};
-use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use jsonrpsee::{
+    core::{RpcResult, async_trait},
+    proc_macros::rpc,
+};
 use stave_storage::read;
 
 use crate::{
     convert::{StoredBlock, rpc_block, rpc_receipts},
     error::RpcError,
+    limits::ResponseBudget,
     rpc::{Outcome, Rpc},
 };
 
@@ -21,19 +26,23 @@ pub trait EthBlocksApi {
     fn block_number(&self) -> RpcResult<U64>;
     /// A block by number or tag.
     #[method(name = "eth_getBlockByNumber")]
-    fn block_by_number(&self, number: BlockNumberOrTag, full: bool) -> RpcResult<Option<Block>>;
+    async fn block_by_number(
+        &self,
+        number: BlockNumberOrTag,
+        full: bool,
+    ) -> RpcResult<Option<Block>>;
     /// A block by hash.
     #[method(name = "eth_getBlockByHash")]
-    fn block_by_hash(&self, hash: B256, full: bool) -> RpcResult<Option<Block>>;
+    async fn block_by_hash(&self, hash: B256, full: bool) -> RpcResult<Option<Block>>;
     /// How many transactions a block by number or tag holds.
     #[method(name = "eth_getBlockTransactionCountByNumber")]
-    fn block_tx_count_by_number(&self, number: BlockNumberOrTag) -> RpcResult<Option<U64>>;
+    async fn block_tx_count_by_number(&self, number: BlockNumberOrTag) -> RpcResult<Option<U64>>;
     /// How many transactions a block by hash holds.
     #[method(name = "eth_getBlockTransactionCountByHash")]
-    fn block_tx_count_by_hash(&self, hash: B256) -> RpcResult<Option<U64>>;
+    async fn block_tx_count_by_hash(&self, hash: B256) -> RpcResult<Option<U64>>;
     /// Every receipt of a block.
     #[method(name = "eth_getBlockReceipts")]
-    fn block_receipts(&self, block: BlockId) -> RpcResult<Option<Vec<TransactionReceipt>>>;
+    async fn block_receipts(&self, block: BlockId) -> RpcResult<Option<Vec<TransactionReceipt>>>;
 }
 
 impl Rpc {
@@ -69,37 +78,59 @@ impl Rpc {
     }
 }
 
+#[async_trait]
 impl EthBlocksApiServer for Rpc {
     fn block_number(&self) -> RpcResult<U64> {
         Ok(U64::from(self.head()?))
     }
 
-    fn block_by_number(&self, number: BlockNumberOrTag, full: bool) -> RpcResult<Option<Block>> {
+    async fn block_by_number(
+        &self,
+        number: BlockNumberOrTag,
+        full: bool,
+    ) -> RpcResult<Option<Block>> {
         let number = self.tag_number(number)?;
-        Ok(self.block(number, full)?)
+        Ok(self.heavy(move |rpc| rpc.block(number, full)).await?)
     }
 
-    fn block_by_hash(&self, hash: B256, full: bool) -> RpcResult<Option<Block>> {
-        match self.number_by_hash(hash)? {
-            Some(number) => Ok(self.block(number, full)?),
-            None => Ok(None),
-        }
+    async fn block_by_hash(&self, hash: B256, full: bool) -> RpcResult<Option<Block>> {
+        Ok(self
+            .heavy(move |rpc| match rpc.number_by_hash(hash)? {
+                Some(number) => rpc.block(number, full),
+                None => Ok(None),
+            })
+            .await?)
     }
 
-    fn block_tx_count_by_number(&self, number: BlockNumberOrTag) -> RpcResult<Option<U64>> {
+    async fn block_tx_count_by_number(&self, number: BlockNumberOrTag) -> RpcResult<Option<U64>> {
         let number = self.tag_number(number)?;
-        Ok(self.tx_count(number)?)
+        Ok(self.heavy(move |rpc| rpc.tx_count(number)).await?)
     }
 
-    fn block_tx_count_by_hash(&self, hash: B256) -> RpcResult<Option<U64>> {
-        match self.number_by_hash(hash)? {
-            Some(number) => Ok(self.tx_count(number)?),
-            None => Ok(None),
-        }
+    async fn block_tx_count_by_hash(&self, hash: B256) -> RpcResult<Option<U64>> {
+        Ok(self
+            .heavy(move |rpc| match rpc.number_by_hash(hash)? {
+                Some(number) => rpc.tx_count(number),
+                None => Ok(None),
+            })
+            .await?)
     }
 
-    fn block_receipts(&self, block: BlockId) -> RpcResult<Option<Vec<TransactionReceipt>>> {
+    async fn block_receipts(&self, block: BlockId) -> RpcResult<Option<Vec<TransactionReceipt>>> {
         let number = self.number_of(Some(block))?;
-        Ok(self.receipts(number)?.map(|(_, receipts)| receipts))
+        Ok(self
+            .heavy(move |rpc| {
+                let Some((_, receipts)) = rpc.receipts(number)? else {
+                    return Ok(None);
+                };
+                let mut budget = ResponseBudget::new(&rpc.ctx.config);
+                for receipt in &receipts {
+                    budget.charge(receipt, || {
+                        "Ask for the receipts one by one (eth_getTransactionReceipt).".into()
+                    })?;
+                }
+                Ok(Some(receipts))
+            })
+            .await?)
     }
 }

@@ -1,5 +1,5 @@
-//! Calls without a transaction: `eth_call` and `eth_estimateGas`, run on a blocking
-//! thread within the configured gas cap and EVM timeout.
+//! Calls without a transaction: `eth_call` and `eth_estimateGas`, run on the heavy-method
+//! workers within the configured gas cap and EVM timeout.
 
 use std::time::{Duration, Instant};
 
@@ -36,19 +36,24 @@ pub trait EthCallApi {
 }
 
 impl Rpc {
-    /// Runs `work` on a blocking thread; the EVM stops at the deadline it is given (the
-    /// EVM timeout from now). The answer is awaited a little longer than that, so a call
-    /// stuck outside the EVM (a slow disk) is not waited on forever.
+    /// Runs `work` on a worker; the EVM stops at the deadline it is given (the EVM timeout
+    /// from now, so the wait for a worker counts: a call that waited past it does not
+    /// start). The answer is awaited a little longer than that, so a call stuck outside
+    /// the EVM (a slow disk) is not waited on forever.
     async fn evm<T: Send + 'static>(
         &self,
-        work: impl FnOnce(Rpc, Instant) -> Outcome<T> + Send + 'static,
+        work: impl FnOnce(&Rpc, Instant) -> Outcome<T> + Send + 'static,
     ) -> Outcome<T> {
-        let rpc = self.clone();
         let timeout = self.ctx.config.evm_timeout;
         let deadline = Instant::now() + timeout;
-        let task = tokio::task::spawn_blocking(move || work(rpc, deadline));
+        let task = self.heavy(move |rpc| {
+            if Instant::now() >= deadline {
+                return Err(rpc.timed_out());
+            }
+            work(rpc, deadline)
+        });
         match tokio::time::timeout(timeout + EVM_GRACE, task).await {
-            Ok(joined) => joined.map_err(RpcError::internal)?,
+            Ok(answer) => answer,
             Err(_) => Err(self.timed_out()),
         }
     }

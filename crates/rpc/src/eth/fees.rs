@@ -1,14 +1,23 @@
-//! Fees: the gas price and priority fee to suggest, and the fee history of recent blocks.
+//! Fees: the gas price and priority fee to suggest, and the fee history of recent blocks
+//! (bounded and validated as go-ethereum does, before any block is read).
 
 use alloy_consensus::Transaction as _;
 use alloy_eips::BlockNumberOrTag;
 use alloy_primitives::{U64, U256};
 use alloy_rpc_types_eth::FeeHistory;
-use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use jsonrpsee::{
+    core::{RpcResult, async_trait},
+    proc_macros::rpc,
+};
 use stave_node::ViewError;
 use stave_storage::read;
 
-use crate::{convert::load_body, error::RpcError, rpc::Rpc};
+use crate::{
+    config::RpcConfig,
+    convert::load_body,
+    error::RpcError,
+    rpc::{Outcome, Rpc},
+};
 
 /// `eth_*` methods about fees.
 #[rpc(server)]
@@ -21,7 +30,7 @@ pub trait EthFeesApi {
     fn max_priority_fee(&self) -> RpcResult<U256>;
     /// Base fees, gas used ratios and tip percentiles of recent blocks.
     #[method(name = "eth_feeHistory")]
-    fn fee_history(
+    async fn fee_history(
         &self,
         block_count: U64,
         newest: BlockNumberOrTag,
@@ -29,27 +38,40 @@ pub trait EthFeesApi {
     ) -> RpcResult<FeeHistory>;
 }
 
-impl EthFeesApiServer for Rpc {
-    fn gas_price(&self) -> RpcResult<U256> {
-        let base_fee = self.ctx.view.spec().base_fee();
-        Ok(U256::from(
-            u128::from(base_fee) + self.ctx.config.suggested_tip,
-        ))
+/// Refuses reward percentiles go-ethereum refuses, in its words: more than the limit,
+/// one outside `0..=100`, or one not above the one before.
+fn check_percentiles(percentiles: &[f64], config: &RpcConfig) -> Outcome<()> {
+    let limit = config.fee_history_max_percentiles;
+    if percentiles.len() > limit {
+        return Err(RpcError::LimitExceeded(format!(
+            "invalid reward percentile: over the query limit {limit}"
+        )));
     }
-
-    fn max_priority_fee(&self) -> RpcResult<U256> {
-        Ok(U256::from(self.ctx.config.suggested_tip))
+    for (i, &p) in percentiles.iter().enumerate() {
+        if !(0.0..=100.0).contains(&p) {
+            return Err(RpcError::InvalidParams(format!(
+                "invalid reward percentile: {p:.6}"
+            )));
+        }
+        if i > 0 && p <= percentiles[i - 1] {
+            return Err(RpcError::InvalidParams(format!(
+                "invalid reward percentile: #{}:{:.6} >= #{i}:{p:.6}",
+                i - 1,
+                percentiles[i - 1]
+            )));
+        }
     }
+    Ok(())
+}
 
-    fn fee_history(
+impl Rpc {
+    /// `eth_feeHistory` on the calling thread (a worker's), its arguments checked.
+    fn history(
         &self,
-        block_count: U64,
-        newest: BlockNumberOrTag,
+        count: u64,
+        newest: u64,
         reward_percentiles: Option<Vec<f64>>,
-    ) -> RpcResult<FeeHistory> {
-        const MAX_BLOCKS: u64 = 1_024;
-        let newest = self.tag_number(newest)?.min(self.head()?);
-        let count = block_count.to::<u64>().clamp(1, MAX_BLOCKS).min(newest + 1);
+    ) -> Outcome<FeeHistory> {
         let oldest = newest + 1 - count;
         let store = self.ctx.view.store();
         let mut history = FeeHistory {
@@ -96,5 +118,42 @@ impl EthFeesApiServer for Rpc {
         history.base_fee_per_gas.push(u128::from(next_base_fee));
         history.reward = reward_percentiles.map(|_| rewards);
         Ok(history)
+    }
+}
+
+#[async_trait]
+impl EthFeesApiServer for Rpc {
+    fn gas_price(&self) -> RpcResult<U256> {
+        let base_fee = self.ctx.view.spec().base_fee();
+        Ok(U256::from(
+            u128::from(base_fee) + self.ctx.config.suggested_tip,
+        ))
+    }
+
+    fn max_priority_fee(&self) -> RpcResult<U256> {
+        Ok(U256::from(self.ctx.config.suggested_tip))
+    }
+
+    async fn fee_history(
+        &self,
+        block_count: U64,
+        newest: BlockNumberOrTag,
+        reward_percentiles: Option<Vec<f64>>,
+    ) -> RpcResult<FeeHistory> {
+        if let Some(percentiles) = &reward_percentiles {
+            check_percentiles(percentiles, &self.ctx.config)?;
+        }
+        // As in go-ethereum: no blocks asked, none given; too many, cut to the limit.
+        if block_count.is_zero() {
+            return Ok(FeeHistory::default());
+        }
+        let newest = self.tag_number(newest)?.min(self.head()?);
+        let count = block_count
+            .to::<u64>()
+            .min(self.ctx.config.fee_history_max_blocks)
+            .min(newest + 1);
+        Ok(self
+            .heavy(move |rpc| rpc.history(count, newest, reward_percentiles))
+            .await?)
     }
 }

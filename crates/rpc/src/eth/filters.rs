@@ -1,12 +1,16 @@
 //! Logs and installed filters: `eth_getLogs`, served from the per-block bloom index within
-//! the configured limits, and the filters clients that poll install and read
-//! ([`installed`]).
+//! the configured limits (blocks scanned, logs and bytes returned, addresses and topics
+//! per filter) on the heavy-method workers, and the filters clients that poll install and
+//! read ([`installed`]).
 
 mod installed;
 
 use alloy_primitives::U256;
 use alloy_rpc_types_eth::{Filter, FilterBlockOption, FilterChanges, Log};
-use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use jsonrpsee::{
+    core::{RpcResult, async_trait},
+    proc_macros::rpc,
+};
 use stave_storage::read;
 
 pub(crate) use installed::{FilterKind, Filters};
@@ -14,6 +18,7 @@ pub(crate) use installed::{FilterKind, Filters};
 use crate::{
     convert::{load_block, rpc_logs},
     error::RpcError,
+    limits::{ResponseBudget, check_filter},
     rpc::{Outcome, Rpc},
 };
 
@@ -22,7 +27,7 @@ use crate::{
 pub trait EthFiltersApi {
     /// Logs matching a filter, from the bloom index.
     #[method(name = "eth_getLogs")]
-    fn logs(&self, filter: Filter) -> RpcResult<Vec<Log>>;
+    async fn logs(&self, filter: Filter) -> RpcResult<Vec<Log>>;
     /// Installs a log filter for `eth_getFilterChanges`: logs of blocks from the next on.
     #[method(name = "eth_newFilter")]
     fn new_filter(&self, filter: Filter) -> RpcResult<U256>;
@@ -35,10 +40,10 @@ pub trait EthFiltersApi {
     fn new_pending_transaction_filter(&self) -> RpcResult<U256>;
     /// What an installed filter matched since its last poll.
     #[method(name = "eth_getFilterChanges")]
-    fn filter_changes(&self, id: U256) -> RpcResult<FilterChanges>;
+    async fn filter_changes(&self, id: U256) -> RpcResult<FilterChanges>;
     /// Every log an installed log filter matches, as `eth_getLogs` with its filter.
     #[method(name = "eth_getFilterLogs")]
-    fn filter_logs(&self, id: U256) -> RpcResult<Vec<Log>>;
+    async fn filter_logs(&self, id: U256) -> RpcResult<Vec<Log>>;
     /// Removes an installed filter; false if there was none.
     #[method(name = "eth_uninstallFilter")]
     fn uninstall_filter(&self, id: U256) -> RpcResult<bool>;
@@ -115,7 +120,7 @@ impl Rpc {
     }
 
     /// The logs `filter` matches in blocks `from..=to`, within the configured limits on
-    /// blocks scanned and logs returned.
+    /// blocks scanned and logs and bytes returned.
     fn logs_between(&self, filter: &Filter, from: u64, to: u64) -> Outcome<Vec<Log>> {
         if from > to {
             return Ok(Vec::new());
@@ -130,6 +135,7 @@ impl Rpc {
             )));
         }
         let max_logs = self.ctx.config.max_logs;
+        let mut budget = ResponseBudget::new(&self.ctx.config);
         let mut found = Vec::new();
         for number in from..=to {
             let bloom = read::logs_bloom(store, number)
@@ -144,16 +150,20 @@ impl Rpc {
             let receipts = read::receipts(store, number)
                 .map_err(RpcError::internal)?
                 .unwrap_or_default();
-            found.extend(
-                rpc_logs(&block, &receipts)
-                    .into_iter()
-                    .flatten()
-                    .filter(|log| filter.matches(&log.inner)),
-            );
+            let last = number.saturating_sub(1).max(from);
+            let narrower = || format!("Try with this block range [{from:#x}, {last:#x}].");
+            for log in rpc_logs(&block, &receipts)
+                .into_iter()
+                .flatten()
+                .filter(|log| filter.matches(&log.inner))
+            {
+                budget.charge(&log, narrower)?;
+                found.push(log);
+            }
             if found.len() > max_logs {
-                let last = number.saturating_sub(1).max(from);
                 return Err(RpcError::LimitExceeded(format!(
-                    "query returned more than {max_logs} results. Try with this block range [{from:#x}, {last:#x}]."
+                    "query returned more than {max_logs} results. {}",
+                    narrower()
                 )));
             }
         }
@@ -161,13 +171,23 @@ impl Rpc {
     }
 }
 
+impl Rpc {
+    /// `eth_getLogs` on the calling thread (a worker's).
+    fn find_logs(&self, filter: &Filter) -> Outcome<Vec<Log>> {
+        check_filter(filter, &self.ctx.config)?;
+        let (from, to) = self.log_range(filter)?;
+        self.logs_between(filter, from, to)
+    }
+}
+
+#[async_trait]
 impl EthFiltersApiServer for Rpc {
-    fn logs(&self, filter: Filter) -> RpcResult<Vec<Log>> {
-        let (from, to) = self.log_range(&filter)?;
-        Ok(self.logs_between(&filter, from, to)?)
+    async fn logs(&self, filter: Filter) -> RpcResult<Vec<Log>> {
+        Ok(self.heavy(move |rpc| rpc.find_logs(&filter)).await?)
     }
 
     fn new_filter(&self, filter: Filter) -> RpcResult<U256> {
+        check_filter(&filter, &self.ctx.config)?;
         Ok(self
             .filters
             .install(FilterKind::Logs(Box::new(filter)), self.head()? + 1)?)
@@ -184,23 +204,26 @@ impl EthFiltersApiServer for Rpc {
         )?)
     }
 
-    fn filter_changes(&self, id: U256) -> RpcResult<FilterChanges> {
+    async fn filter_changes(&self, id: U256) -> RpcResult<FilterChanges> {
         let (kind, next) = self.filters.poll(id)?;
         let (changes, next) = match kind {
             FilterKind::PendingTransactions => {
                 let (hashes, next) = self.ctx.pool.admitted_since(next);
                 (FilterChanges::Hashes(hashes), next)
             }
-            FilterKind::Blocks => self.chain_changes(None, next)?,
-            FilterKind::Logs(filter) => self.chain_changes(Some(&filter), next)?,
+            FilterKind::Blocks => self.heavy(move |rpc| rpc.chain_changes(None, next)).await?,
+            FilterKind::Logs(filter) => {
+                self.heavy(move |rpc| rpc.chain_changes(Some(&filter), next))
+                    .await?
+            }
         };
         self.filters.advance(id, next);
         Ok(changes)
     }
 
-    fn filter_logs(&self, id: U256) -> RpcResult<Vec<Log>> {
+    async fn filter_logs(&self, id: U256) -> RpcResult<Vec<Log>> {
         match self.filters.poll(id)?.0 {
-            FilterKind::Logs(filter) => self.logs(*filter),
+            FilterKind::Logs(filter) => Ok(self.heavy(move |rpc| rpc.find_logs(&filter)).await?),
             FilterKind::Blocks | FilterKind::PendingTransactions => {
                 Err(RpcError::InvalidParams(format!("filter {id:#x} is not a log filter")).into())
             }

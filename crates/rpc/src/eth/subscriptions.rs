@@ -17,6 +17,7 @@ use tokio::sync::broadcast;
 use crate::{
     convert::{StoredBlock, rpc_header, rpc_logs},
     error::RpcError,
+    limits::check_filter,
     rpc::Rpc,
 };
 
@@ -54,9 +55,13 @@ impl EthPubSubApiServer for Rpc {
                 .await;
             return Ok(());
         }
+        let filter = filter.unwrap_or_default();
+        if let Err(error) = check_filter(&filter, &self.ctx.config) {
+            pending.reject(error).await;
+            return Ok(());
+        }
         let mut blocks = self.ctx.heads.subscribe();
         let sink = pending.accept().await?;
-        let filter = filter.unwrap_or_default();
         loop {
             let produced = tokio::select! {
                 _ = sink.closed() => return Ok(()),

@@ -1,9 +1,13 @@
-//! Transactions: submitting one, and finding one (pending or included) with its receipt.
+//! Transactions: submitting one, and finding one (pending or included) with its receipt;
+//! reads of an included one (its block's body) run on the heavy-method workers.
 
 use alloy_eips::BlockNumberOrTag;
 use alloy_primitives::{B256, Bytes};
 use alloy_rpc_types_eth::{Index, Transaction, TransactionReceipt};
-use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use jsonrpsee::{
+    core::{RpcResult, async_trait},
+    proc_macros::rpc,
+};
 
 use crate::{
     convert::{position, rpc_tx},
@@ -19,20 +23,24 @@ pub trait EthTransactionsApi {
     fn send_raw_transaction(&self, bytes: Bytes) -> RpcResult<B256>;
     /// A transaction, pending or included.
     #[method(name = "eth_getTransactionByHash")]
-    fn transaction_by_hash(&self, hash: B256) -> RpcResult<Option<Transaction>>;
+    async fn transaction_by_hash(&self, hash: B256) -> RpcResult<Option<Transaction>>;
     /// An included transaction's receipt.
     #[method(name = "eth_getTransactionReceipt")]
-    fn transaction_receipt(&self, hash: B256) -> RpcResult<Option<TransactionReceipt>>;
+    async fn transaction_receipt(&self, hash: B256) -> RpcResult<Option<TransactionReceipt>>;
     /// The transaction at a position in a block by number or tag.
     #[method(name = "eth_getTransactionByBlockNumberAndIndex")]
-    fn tx_by_number_and_index(
+    async fn tx_by_number_and_index(
         &self,
         number: BlockNumberOrTag,
         index: Index,
     ) -> RpcResult<Option<Transaction>>;
     /// The transaction at a position in a block by hash.
     #[method(name = "eth_getTransactionByBlockHashAndIndex")]
-    fn tx_by_hash_and_index(&self, hash: B256, index: Index) -> RpcResult<Option<Transaction>>;
+    async fn tx_by_hash_and_index(
+        &self,
+        hash: B256,
+        index: Index,
+    ) -> RpcResult<Option<Transaction>>;
 }
 
 impl Rpc {
@@ -58,6 +66,7 @@ impl Rpc {
     }
 }
 
+#[async_trait]
 impl EthTransactionsApiServer for Rpc {
     fn send_raw_transaction(&self, bytes: Bytes) -> RpcResult<B256> {
         let pool = &self.ctx.pool;
@@ -77,40 +86,54 @@ impl EthTransactionsApiServer for Rpc {
         Ok(hash)
     }
 
-    fn transaction_by_hash(&self, hash: B256) -> RpcResult<Option<Transaction>> {
+    async fn transaction_by_hash(&self, hash: B256) -> RpcResult<Option<Transaction>> {
         if let Some(pooled) = self.ctx.pool.get(&hash) {
             return Ok(Some(rpc_tx(&pooled.tx.tx, pooled.tx.sender, None)));
         }
-        let Some((number, index)) = self.tx_location(hash)? else {
-            return Ok(None);
-        };
-        Ok(self.tx_at(number, index)?)
+        Ok(self
+            .heavy(move |rpc| match rpc.tx_location(hash)? {
+                Some((number, index)) => rpc.tx_at(number, index),
+                None => Ok(None),
+            })
+            .await?)
     }
 
-    fn transaction_receipt(&self, hash: B256) -> RpcResult<Option<TransactionReceipt>> {
-        let Some((number, index)) = self.tx_location(hash)? else {
-            return Ok(None);
-        };
-        Ok(self.receipts(number)?.and_then(|(_, mut receipts)| {
-            index
-                .lt(&receipts.len())
-                .then(|| receipts.swap_remove(index))
-        }))
+    async fn transaction_receipt(&self, hash: B256) -> RpcResult<Option<TransactionReceipt>> {
+        Ok(self
+            .heavy(move |rpc| {
+                let Some((number, index)) = rpc.tx_location(hash)? else {
+                    return Ok(None);
+                };
+                Ok(rpc.receipts(number)?.and_then(|(_, mut receipts)| {
+                    index
+                        .lt(&receipts.len())
+                        .then(|| receipts.swap_remove(index))
+                }))
+            })
+            .await?)
     }
 
-    fn tx_by_number_and_index(
+    async fn tx_by_number_and_index(
         &self,
         number: BlockNumberOrTag,
         index: Index,
     ) -> RpcResult<Option<Transaction>> {
         let number = self.tag_number(number)?;
-        Ok(self.tx_at(number, index.into())?)
+        Ok(self
+            .heavy(move |rpc| rpc.tx_at(number, index.into()))
+            .await?)
     }
 
-    fn tx_by_hash_and_index(&self, hash: B256, index: Index) -> RpcResult<Option<Transaction>> {
-        match self.number_by_hash(hash)? {
-            Some(number) => Ok(self.tx_at(number, index.into())?),
-            None => Ok(None),
-        }
+    async fn tx_by_hash_and_index(
+        &self,
+        hash: B256,
+        index: Index,
+    ) -> RpcResult<Option<Transaction>> {
+        Ok(self
+            .heavy(move |rpc| match rpc.number_by_hash(hash)? {
+                Some(number) => rpc.tx_at(number, index.into()),
+                None => Ok(None),
+            })
+            .await?)
     }
 }

@@ -1,7 +1,7 @@
 //! Installed filters, as go-ethereum keeps them: `eth_newFilter`, `eth_newBlockFilter` and
 //! `eth_newPendingTransactionFilter` install one, `eth_getFilterChanges` returns what is
 //! new since the last poll, an idle filter expires after [`FILTER_IDLE_EXPIRY`], and at
-//! most [`MAX_FILTERS`] exist at once.
+//! most the configured number (`max_filters`) exist at once.
 //! Clients polling over HTTP (ethers' contract events, web3.py's and web3j's filters) use
 //! them instead of subscriptions.
 
@@ -18,8 +18,6 @@ use crate::error::RpcError;
 
 /// A filter nobody polled for this long is removed (go-ethereum's deadline).
 pub(crate) const FILTER_IDLE_EXPIRY: Duration = Duration::from_secs(5 * 60);
-/// Most filters installed at once: each holds a little memory until it expires.
-pub(crate) const MAX_FILTERS: usize = 10_000;
 
 /// What a filter reports.
 #[derive(Debug, Clone)]
@@ -42,9 +40,11 @@ struct Installed {
 }
 
 /// The installed filters of one RPC server.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Filters {
     installed: Mutex<HashMap<U256, Installed>>,
+    /// Most filters installed at once: each holds a little memory until it expires.
+    max: usize,
 }
 
 /// The error for an id that is not (or no longer) installed, in go-ethereum's words.
@@ -53,15 +53,24 @@ fn not_found() -> RpcError {
 }
 
 impl Filters {
+    /// No filters yet; at most `max` at once.
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            installed: Mutex::default(),
+            max,
+        }
+    }
+
     /// Installs a filter that reports from `next` on (a block, or a pool admission
     /// position); returns its id.
     pub(crate) fn install(&self, kind: FilterKind, next: u64) -> Result<U256, RpcError> {
         let now = Instant::now();
         let mut installed = self.installed.lock();
         installed.retain(|_, filter| now.duration_since(filter.polled) < FILTER_IDLE_EXPIRY);
-        if installed.len() >= MAX_FILTERS {
+        if installed.len() >= self.max {
             return Err(RpcError::LimitExceeded(format!(
-                "too many filters installed (at most {MAX_FILTERS}): uninstall some or let them expire"
+                "too many filters installed (at most {}): uninstall some or let them expire",
+                self.max
             )));
         }
         let id = U256::from_be_bytes::<32>(rand::random());
@@ -112,7 +121,7 @@ mod tests {
 
     #[test]
     fn a_filter_reports_from_where_its_last_poll_stopped_until_uninstalled() {
-        let filters = Filters::default();
+        let filters = Filters::new(10);
         let id = filters.install(FilterKind::Blocks, 5).expect("installs");
         assert_eq!(filters.poll(id).expect("installed").1, 5);
         filters.advance(id, 9);
@@ -127,13 +136,13 @@ mod tests {
 
     #[test]
     fn idle_filters_expire_and_the_count_is_bounded() {
-        let filters = Filters::default();
+        let filters = Filters::new(10);
         let idle = filters.install(FilterKind::Blocks, 0).expect("installs");
         if let Some(filter) = filters.installed.lock().get_mut(&idle) {
             filter.polled = Instant::now() - FILTER_IDLE_EXPIRY;
         }
         assert!(filters.poll(idle).is_err(), "expired");
-        for _ in 0..MAX_FILTERS {
+        for _ in 0..10 {
             filters.install(FilterKind::Blocks, 0).expect("installs");
         }
         assert!(matches!(

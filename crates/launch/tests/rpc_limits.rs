@@ -1,0 +1,273 @@
+//! A dev node's JSON-RPC under hostile clients: every list or range a method takes is
+//! bounded and over its bound gets a typed error; answers that would outgrow the response
+//! cap are refused; and under 64 concurrent full-range log scans and fee histories every
+//! request gets an answer or a "busy" error, the node keeps making blocks, and its memory
+//! stays bounded.
+
+mod support;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+use stave_launch::{NodeConfig, RunningNode};
+use support::{JsonRpc, account, height, send_transfers, transfer, wait_final, wait_for};
+
+/// go-ethereum's and this node's code for a request over a limit, or a busy server.
+const LIMIT_EXCEEDED: i64 = -32005;
+/// JSON-RPC's code for invalid parameters.
+const INVALID_PARAMS: i64 = -32602;
+
+/// The error code and message of a failed call.
+fn error(response: &Value) -> (i64, String) {
+    let code = response["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {response}"));
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    (code, message.to_owned())
+}
+
+/// Asserts `response` is a limit error whose message starts with `message`.
+fn assert_limit(response: &Value, message: &str) {
+    let (code, text) = error(response);
+    assert_eq!(code, LIMIT_EXCEEDED, "{response}");
+    assert!(
+        text.starts_with(message),
+        "{text:?} should start {message:?}"
+    );
+}
+
+/// The process's resident memory, in bytes.
+fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|pages| pages.parse().ok())
+        .expect("resident pages");
+    pages * 4096
+}
+
+#[test]
+fn oversize_lists_and_ranges_get_typed_errors() {
+    let mut config = NodeConfig::dev().expect("dev chain").in_process();
+    config.block_time = Duration::from_secs(3);
+    config.block_txs = 5;
+    config.rpc.max_log_blocks = 2;
+    config.rpc.max_response_bytes = 2_000;
+    config.rpc.max_filters = 2;
+    let node = RunningNode::start(config).expect("starts");
+    let alice = account(0);
+    // Two full blocks at once (5 transactions make one).
+    let hashes = send_transfers(&node, &alice, 0, 10);
+    wait_final(std::slice::from_ref(&node), &hashes, "two full blocks");
+    assert!(height(&node) >= 2);
+
+    // eth_feeHistory: go-ethereum's limit and checks, in its words.
+    let percentiles: Vec<f64> = (0..101).map(|p| f64::from(p) / 2.0).collect();
+    assert_limit(
+        &node.call("eth_feeHistory", json!(["0x4", "latest", percentiles])),
+        "invalid reward percentile: over the query limit 100",
+    );
+    let (code, text) = error(&node.call("eth_feeHistory", json!(["0x4", "latest", [50, 40]])));
+    assert_eq!(code, INVALID_PARAMS);
+    assert_eq!(
+        text,
+        "invalid reward percentile: #0:50.000000 >= #1:40.000000"
+    );
+    let (code, text) = error(&node.call("eth_feeHistory", json!(["0x4", "latest", [101]])));
+    assert_eq!(code, INVALID_PARAMS);
+    assert_eq!(text, "invalid reward percentile: 101.000000");
+    // A count past the chain is cut to it; 100 percentiles are fine.
+    let history = node.result(
+        "eth_feeHistory",
+        json!(["0xffffffff", "latest", (0..100).collect::<Vec<_>>()]),
+    );
+    assert_eq!(history["oldestBlock"], json!("0x0"));
+    assert_eq!(history["reward"][0].as_array().map(Vec::len), Some(100));
+
+    // Log queries and filters: addresses, topic alternatives, block range.
+    let addresses: Vec<String> = (0..1_001).map(|i| format!("0x{i:040x}")).collect();
+    let topics: Vec<String> = (0..1_001).map(|i| format!("0x{i:064x}")).collect();
+    let wide = [
+        (json!({ "address": addresses }), "exceed max addresses"),
+        (json!({ "topics": [null, topics] }), "exceed max subtopics"),
+    ];
+    for (filter, message) in &wide {
+        assert_limit(&node.call("eth_getLogs", json!([filter])), message);
+        assert_limit(&node.call("eth_newFilter", json!([filter])), message);
+    }
+    assert_limit(
+        &node.call(
+            "eth_getLogs",
+            json!([{ "fromBlock": "0x0", "toBlock": "latest" }]),
+        ),
+        "query exceeds max block range 2",
+    );
+
+    // Installed filters: at most two.
+    node.result("eth_newBlockFilter", json!([]));
+    node.result("eth_newPendingTransactionFilter", json!([]));
+    assert_limit(
+        &node.call("eth_newBlockFilter", json!([])),
+        "too many filters installed (at most 2)",
+    );
+
+    // Answers over the response cap are refused as they are built: a block's receipts,
+    // and the pool's content (four transactions wait for the next block).
+    let full_block =
+        node.result("eth_getTransactionReceipt", json!([hashes[0]]))["blockNumber"].clone();
+    assert_limit(
+        &node.call("eth_getBlockReceipts", json!([full_block])),
+        "response exceeds the 2000 byte limit",
+    );
+    for nonce in 10..14 {
+        node.result("eth_sendRawTransaction", json!([transfer(&alice, nonce)]));
+    }
+    assert_limit(
+        &node.call("txpool_content", json!([])),
+        "response exceeds the 2000 byte limit",
+    );
+    // The node still answers small requests.
+    assert_eq!(node.result("eth_chainId", json!([])), json!("0x539"));
+}
+
+#[test]
+fn concurrent_full_range_scans_get_answers_or_busy_while_blocks_keep_coming() {
+    let mut config = NodeConfig::dev().expect("dev chain").in_process();
+    config.block_time = Duration::from_millis(100);
+    config.block_txs = 20;
+    // A small pool and queue, so 64 clients overflow it.
+    config.rpc.worker_threads = 2;
+    config.rpc.worker_queue = 8;
+    let node = Arc::new(RunningNode::start(config).expect("starts"));
+    wait_for("a few blocks", Duration::from_secs(10), || {
+        height(&node) >= 5
+    });
+    let rss_before = rss();
+    let stop = Arc::new(AtomicBool::new(false));
+
+    // Transactions keep coming while the scans run.
+    let sender = {
+        let (node, stop) = (node.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let alice = account(1);
+            let mut nonce = 0;
+            while !stop.load(Ordering::Relaxed) {
+                send_transfers(&*node, &alice, nonce, 10);
+                nonce += 10;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            nonce
+        })
+    };
+    let (answered, busy) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let started_at = height(&node);
+    let load = Duration::from_secs(8);
+    let deadline = Instant::now() + load;
+    let clients: Vec<_> = (0..64)
+        .map(|i| {
+            let (node, answered, busy) = (node.clone(), answered.clone(), busy.clone());
+            std::thread::spawn(move || {
+                let percentiles: Vec<u32> = (0..100).collect();
+                while Instant::now() < deadline {
+                    let response = if i % 2 == 0 {
+                        node.call(
+                            "eth_getLogs",
+                            json!([{ "fromBlock": "earliest", "toBlock": "latest" }]),
+                        )
+                    } else {
+                        node.call("eth_feeHistory", json!(["0x400", "latest", percentiles]))
+                    };
+                    if response.get("result").is_some() {
+                        answered.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        let (code, message) = error(&response);
+                        assert_eq!(code, LIMIT_EXCEEDED, "{response}");
+                        assert!(message.starts_with("server busy"), "{message}");
+                        busy.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().expect("every request got an answer or busy");
+    }
+    let made = height(&node) - started_at;
+    stop.store(true, Ordering::Relaxed);
+    let sent = sender.join().expect("sender");
+    let grown = rss().saturating_sub(rss_before);
+    let (answered, busy) = (
+        answered.load(Ordering::Relaxed),
+        busy.load(Ordering::Relaxed),
+    );
+    eprintln!(
+        "{answered} answered, {busy} busy, {made} blocks and {sent} transactions in {load:?}, RSS +{} MB",
+        grown >> 20
+    );
+    assert!(answered > 0, "some scans were served");
+    // A block at least every 100 ms when idle; under load at least a block a second.
+    assert!(made >= 8, "only {made} blocks in {load:?} under load");
+    assert!(grown < 256 << 20, "RSS grew {} MB", grown >> 20);
+    // Everything sent was included.
+    wait_for("the transfers", Duration::from_secs(30), || {
+        node.result(
+            "eth_getTransactionCount",
+            json!([account(1).address(), "latest"]),
+        ) == json!(format!("{sent:#x}"))
+    });
+}
+
+#[test]
+fn connections_per_address_are_capped_and_idle_ones_closed() {
+    use std::{io::Read, net::TcpStream};
+
+    let mut config = NodeConfig::dev().expect("dev chain").in_process();
+    config.rpc.max_connections_per_ip = 3;
+    config.rpc.idle_timeout = Duration::from_secs(3);
+    let node = RunningNode::start(config).expect("starts");
+    let open = |read_timeout: Duration| {
+        let stream = TcpStream::connect(node.rpc_addr()).expect("connects");
+        stream
+            .set_read_timeout(Some(read_timeout))
+            .expect("a timeout");
+        stream
+    };
+    // Closed by the server: the read ends (EOF or reset) instead of timing out.
+    let closed = |mut stream: TcpStream| match stream.read(&mut [0; 16]) {
+        Ok(n) => n == 0,
+        Err(error) => !matches!(
+            error.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    };
+    let idle: Vec<TcpStream> = (0..3).map(|_| open(Duration::from_secs(10))).collect();
+    // A fourth from the same address is closed at once, long before the idle timeout.
+    let started = Instant::now();
+    assert!(closed(open(Duration::from_secs(2))), "a fourth connection");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // The three that never sent a byte are closed after the idle timeout...
+    for stream in idle {
+        assert!(closed(stream), "an idle connection");
+    }
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    // ...which frees their slots.
+    assert_eq!(node.result("eth_chainId", json!([])), json!("0x539"));
+}
+
+#[test]
+fn an_rpc_port_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let mut config = NodeConfig::dev().expect("dev chain").in_process();
+    config.rpc.addr = taken.local_addr().expect("bound");
+    let Err(error) = RunningNode::start(config) else {
+        panic!("started on a port in use");
+    };
+    assert!(error.to_string().contains("cannot listen on"), "{error}");
+}

@@ -1,0 +1,87 @@
+//! [`RpcConfig`]: where the server listens and every limit it keeps, each one a key of the
+//! node's `[rpc]` TOML section.
+
+use std::{net::SocketAddr, time::Duration};
+
+/// Limits and addresses of the RPC server. The defaults are the safe ones operators ask of
+/// geth, reth and Besu.
+#[derive(Debug, Clone)]
+pub struct RpcConfig {
+    /// Where to listen (HTTP and WebSocket on one port); localhost unless configured.
+    pub addr: SocketAddr,
+    /// Most calls in one batch.
+    pub max_batch: u32,
+    /// Largest request body, in bytes.
+    pub max_request_bytes: u32,
+    /// Largest response body, in bytes. Methods whose answer grows with the chain (logs,
+    /// block receipts, the pool's content) refuse before they build more than this.
+    pub max_response_bytes: u32,
+    /// Most open connections.
+    pub max_connections: u32,
+    /// Most open connections from one IP address.
+    pub max_connections_per_ip: u32,
+    /// A connection with no request in flight for this long is closed (HTTP keep-alive),
+    /// as is a WebSocket that answers no ping for this long.
+    pub idle_timeout: Duration,
+    /// How often a WebSocket is pinged.
+    pub ws_ping_interval: Duration,
+    /// Most subscriptions one WebSocket connection holds.
+    pub max_subscriptions_per_connection: u32,
+    /// Most gas an `eth_call` or `eth_estimateGas` may use.
+    pub gas_cap: u64,
+    /// Longest an `eth_call` or `eth_estimateGas` may run, its wait for a worker included.
+    pub evm_timeout: Duration,
+    /// Most blocks one `eth_getLogs` may scan.
+    pub max_log_blocks: u64,
+    /// Most logs one `eth_getLogs` may return.
+    pub max_logs: usize,
+    /// Most filters installed at once (`eth_new*Filter`).
+    pub max_filters: usize,
+    /// Most addresses in one log filter or query (go-ethereum's limit).
+    pub max_filter_addresses: usize,
+    /// Most alternatives in one topic position of a log filter or query (go-ethereum's
+    /// limit).
+    pub max_filter_topics: usize,
+    /// Most blocks one `eth_feeHistory` covers; a larger count is cut to this, as
+    /// go-ethereum does.
+    pub fee_history_max_blocks: u64,
+    /// Most reward percentiles one `eth_feeHistory` takes (go-ethereum's limit).
+    pub fee_history_max_percentiles: usize,
+    /// Threads of the server's own tokio runtime (connections, parsing, light methods).
+    pub runtime_threads: usize,
+    /// Threads that run heavy methods (log scans, receipts, blocks, fee history, calls).
+    pub worker_threads: usize,
+    /// Most heavy requests waiting for a worker; one more is answered "busy".
+    pub worker_queue: usize,
+    /// The priority fee suggested to wallets, in wei.
+    pub suggested_tip: u128,
+}
+
+impl Default for RpcConfig {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8545)),
+            max_batch: 1_000,
+            max_request_bytes: 25 * 1024 * 1024,
+            max_response_bytes: 100 * 1024 * 1024,
+            max_connections: 500,
+            max_connections_per_ip: 100,
+            idle_timeout: Duration::from_secs(60),
+            ws_ping_interval: Duration::from_secs(30),
+            max_subscriptions_per_connection: 1_024,
+            gas_cap: 50_000_000,
+            evm_timeout: Duration::from_secs(5),
+            max_log_blocks: 10_000,
+            max_logs: 10_000,
+            max_filters: 10_000,
+            max_filter_addresses: 1_000,
+            max_filter_topics: 1_000,
+            fee_history_max_blocks: 1_024,
+            fee_history_max_percentiles: 100,
+            runtime_threads: 2,
+            worker_threads: 4,
+            worker_queue: 64,
+            suggested_tip: 1_000_000_000,
+        }
+    }
+}
