@@ -240,6 +240,8 @@ mod tests {
             key: PathBuf::new(),
             allowed: Vec::new(),
             peers: Vec::new(),
+            block_sources: Vec::new(),
+            limits: crate::P2pLimits::default(),
         });
     }
 
