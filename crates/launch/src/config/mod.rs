@@ -182,14 +182,7 @@ impl NodeConfig {
     /// chain's.
     pub fn from_toml_file(path: &Path) -> Result<Self, LaunchError> {
         let text = read(path)?;
-        Self::from_toml_str(&text, path).map_err(|error| match error {
-            // The text's own error, once it names the file.
-            LaunchError::Toml { source, .. } => LaunchError::Toml {
-                path: path.to_path_buf(),
-                source,
-            },
-            other => other,
-        })
+        Self::from_toml_str(&text, path)
     }
 
     /// The config in `text`, TOML as [`NodeConfig::from_toml_file`] reads it from the
