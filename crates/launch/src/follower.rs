@@ -18,7 +18,7 @@ use std::{
 
 use bytes::Bytes;
 use stave_net::{Network, NodeId, Offence, gossip::MAX_BLOCKS_PER_REQUEST};
-use stave_node::{BlockProducer, ImportError, Produced};
+use stave_node::{BlockProducer, Produced};
 use tokio::{runtime::Handle, sync::broadcast};
 
 use crate::{LaunchError, p2p::P2p, producer::close};
@@ -111,53 +111,11 @@ fn import_all(
     });
     match imported {
         Ok(()) => Ok(true),
-        Err(error) if block_at_fault(&error) => {
+        Err(error) if error.is_invalid_block() => {
             tracing::warn!(%error, "peer's block refused");
             network.penalize(from, Offence::BadMessage);
             Ok(false)
         }
         Err(error) => Err(LaunchError::import("importing a peer's block")(error)),
-    }
-}
-
-/// True when `error` says the block is invalid (its sender's fault); false when this node
-/// failed (storage, state, the executor's threads), which no peer is to be charged for.
-fn block_at_fault(error: &ImportError) -> bool {
-    match error {
-        ImportError::Decode(_)
-        | ImportError::NotChild { .. }
-        | ImportError::HeaderMismatch { .. }
-        | ImportError::BadTimestamp { .. } => true,
-        ImportError::Verify { source, .. } => source.is_invalid_block(),
-        ImportError::Execute { source, .. } => source.is_invalid_block(),
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_an_invalid_block_is_its_senders_fault() {
-        let decode = ImportError::from(stave_codec::CodecError::FirstOffsetNotZero(1));
-        assert!(block_at_fault(&decode));
-        let not_child = ImportError::NotChild {
-            number: 5,
-            head_number: 3,
-            head: Default::default(),
-        };
-        assert!(block_at_fault(&not_child));
-        // This node's own failures: a full disk, threads that did not start, a data dir
-        // of another format. No peer is charged for them.
-        let full = ImportError::Storage(stave_storage::StorageError::MapFull { map_size: 1 });
-        assert!(!block_at_fault(&full));
-        let threads = ImportError::Threads(std::io::Error::other("no threads"));
-        assert!(!block_at_fault(&threads));
-        let format = ImportError::DataFormat {
-            found: 1,
-            expected: 2,
-        };
-        assert!(!block_at_fault(&format));
     }
 }

@@ -88,8 +88,57 @@ pub enum ImportError {
     Threads(std::io::Error),
 }
 
+impl ImportError {
+    /// True when the error says the block is invalid (whoever sent it is at fault);
+    /// false when this node failed (storage, state, the executor's threads), which no
+    /// peer is to be charged for.
+    pub fn is_invalid_block(&self) -> bool {
+        match self {
+            Self::Decode(_)
+            | Self::NotChild { .. }
+            | Self::HeaderMismatch { .. }
+            | Self::BadTimestamp { .. } => true,
+            Self::Verify { source, .. } => source.is_invalid_block(),
+            Self::Execute { source, .. } => source.is_invalid_block(),
+            Self::DataFormat { .. }
+            | Self::NoGenesis
+            | Self::Storage(_)
+            | Self::State(_)
+            | Self::Threads(_) => false,
+        }
+    }
+}
+
 impl From<CodecError> for ImportError {
     fn from(error: CodecError) -> Self {
         Self::Decode(Box::new(error))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_invalid_block_is_its_senders_fault() {
+        let decode = ImportError::from(CodecError::FirstOffsetNotZero(1));
+        assert!(decode.is_invalid_block());
+        let not_child = ImportError::NotChild {
+            number: 5,
+            head_number: 3,
+            head: Default::default(),
+        };
+        assert!(not_child.is_invalid_block());
+        // This node's own failures: a full disk, threads that did not start, a data dir
+        // of another format. No peer is charged for them.
+        let full = ImportError::Storage(StorageError::MapFull { map_size: 1 });
+        assert!(!full.is_invalid_block());
+        let threads = ImportError::Threads(std::io::Error::other("no threads"));
+        assert!(!threads.is_invalid_block());
+        let format = ImportError::DataFormat {
+            found: 1,
+            expected: 2,
+        };
+        assert!(!format.is_invalid_block());
     }
 }
