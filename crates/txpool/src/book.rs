@@ -219,17 +219,22 @@ impl Book {
         }
         let Self { senders, index, .. } = self;
         index.priced_at = base_fee;
-        let tx_at = |(sender, nonce): &(Address, u64)| senders[sender].txs[nonce].clone();
-        let queued: Vec<_> = index.queued_by_price.values().map(tx_at).collect();
-        let last: Vec<_> = index.last_pending.values().map(tx_at).collect();
-        index.queued_by_price = queued
-            .iter()
-            .map(|tx| (index.key(tx), (tx.tx.sender, tx.nonce)))
-            .collect();
-        index.last_pending = last
-            .iter()
-            .map(|tx| (index.key(tx), (tx.tx.sender, tx.nonce)))
-            .collect();
+        let index_ref = &*index;
+        let reprice = |by_price: &BTreeMap<PriceKey, (Address, u64)>| {
+            by_price
+                .values()
+                .map(|&(sender, nonce)| {
+                    (
+                        index_ref.key(&senders[&sender].txs[&nonce]),
+                        (sender, nonce),
+                    )
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        let queued = reprice(&index.queued_by_price);
+        let last = reprice(&index.last_pending);
+        index.queued_by_price = queued;
+        index.last_pending = last;
     }
 
     /// The tip `tx` pays at the pricing base fee.
