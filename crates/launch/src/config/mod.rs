@@ -382,6 +382,36 @@ impl P2pSection {
     }
 }
 
+/// `value` if the file gives it, else `default`; a zero is refused with the key named as
+/// the file spells it: `section` (`[rpc] `, `p2p.limits.`) followed by `key`.
+fn positive<T: Default + PartialEq>(
+    section: &str,
+    key: &str,
+    value: Option<T>,
+    default: T,
+) -> Result<T, LaunchError> {
+    match value {
+        Some(value) if value == T::default() => Err(LaunchError::Config(format!(
+            "{section}{key} must be greater than 0"
+        ))),
+        Some(value) => Ok(value),
+        None => Ok(default),
+    }
+}
+
+/// A duration key in milliseconds, as [`positive`].
+fn positive_millis(
+    section: &str,
+    key: &str,
+    millis: Option<u64>,
+    default: Duration,
+) -> Result<Duration, LaunchError> {
+    Ok(match millis {
+        Some(_) => Duration::from_millis(positive(section, key, millis, 0)?),
+        None => default,
+    })
+}
+
 /// A node id written in hex (with or without `0x`).
 fn parse_node_id(hex_id: &str) -> Result<NodeId, LaunchError> {
     let bytes = hex::decode(hex_id.trim_start_matches("0x"))

@@ -20,7 +20,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use stave_net::NetworkConfig;
 
+use super::{positive, positive_millis};
 use crate::LaunchError;
+
+/// How the keys of this table are named in errors.
+const SECTION: &str = "p2p.limits.";
 
 /// The `[p2p.limits]` table, resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,75 +96,65 @@ pub(super) struct LimitsSection {
     future_blocks: Option<u64>,
 }
 
-/// `value` if given, else `default`; zero is refused, naming `key`.
-fn positive<T: Default + PartialEq>(
-    key: &str,
-    value: Option<T>,
-    default: T,
-) -> Result<T, LaunchError> {
-    match value {
-        Some(value) if value == T::default() => Err(LaunchError::Config(format!(
-            "p2p.limits.{key} must be greater than 0"
-        ))),
-        Some(value) => Ok(value),
-        None => Ok(default),
-    }
-}
-
-/// A duration key in milliseconds, as [`positive`].
-fn millis(key: &str, value: Option<u64>, default: Duration) -> Result<Duration, LaunchError> {
-    Ok(match value {
-        Some(_) => Duration::from_millis(positive(key, value, 0)?),
-        None => default,
-    })
-}
-
 impl LimitsSection {
     /// The limits, with defaults for keys left out.
     pub(super) fn resolve(self) -> Result<P2pLimits, LaunchError> {
         let default = P2pLimits::default();
         let limits = P2pLimits {
             max_pending_handshakes: positive(
+                SECTION,
                 "max_pending_handshakes",
                 self.max_pending_handshakes,
                 default.max_pending_handshakes,
             )?,
             max_pending_handshakes_per_ip: positive(
+                SECTION,
                 "max_pending_handshakes_per_ip",
                 self.max_pending_handshakes_per_ip,
                 default.max_pending_handshakes_per_ip,
             )?,
-            handshake_timeout: millis(
+            handshake_timeout: positive_millis(
+                SECTION,
                 "handshake_timeout_ms",
                 self.handshake_timeout_ms,
                 default.handshake_timeout,
             )?,
             send_queue_bytes: positive(
+                SECTION,
                 "send_queue_bytes",
                 self.send_queue_bytes,
                 default.send_queue_bytes,
             )?,
             bulk_queue_bytes: positive(
+                SECTION,
                 "bulk_queue_bytes",
                 self.bulk_queue_bytes,
                 default.bulk_queue_bytes,
             )?,
             recv_queue_bytes: positive(
+                SECTION,
                 "recv_queue_bytes",
                 self.recv_queue_bytes,
                 default.recv_queue_bytes,
             )?,
-            keepalive_interval: millis(
+            keepalive_interval: positive_millis(
+                SECTION,
                 "keepalive_interval_ms",
                 self.keepalive_interval_ms,
                 default.keepalive_interval,
             )?,
-            keepalive_timeout: millis(
+            keepalive_timeout: positive_millis(
+                SECTION,
                 "keepalive_timeout_ms",
                 self.keepalive_timeout_ms,
                 default.keepalive_timeout,
             )?,
-            future_blocks: positive("future_blocks", self.future_blocks, default.future_blocks)?,
+            future_blocks: positive(
+                SECTION,
+                "future_blocks",
+                self.future_blocks,
+                default.future_blocks,
+            )?,
         };
         // A peer's keepalives arrive every interval (its own is the same key on a network
         // configured alike): a timeout no longer than that would close live links.

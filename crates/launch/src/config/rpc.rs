@@ -7,7 +7,11 @@ use std::{net::SocketAddr, time::Duration};
 use serde::Deserialize;
 use stave_rpc::RpcConfig;
 
+use super::{positive, positive_millis};
 use crate::LaunchError;
+
+/// How the keys of this section are named in errors.
+const SECTION: &str = "[rpc] ";
 
 /// The `[rpc]` section as written; durations in milliseconds.
 #[derive(Debug, Default, Deserialize)]
@@ -39,33 +43,19 @@ pub(super) struct RpcSection {
     suggested_tip: Option<u128>,
 }
 
-/// `value`, refused with `key` named when it is zero.
-fn positive<T: Copy + Default + PartialEq>(key: &str, value: T) -> Result<T, LaunchError> {
-    if value == T::default() {
-        return Err(LaunchError::Config(format!(
-            "[rpc] {key} must be greater than 0"
-        )));
-    }
-    Ok(value)
-}
-
 /// Sets `*into` to `value`'s content if given, refusing a zero with `key` named.
 fn set<T: Copy + Default + PartialEq>(
     into: &mut T,
     key: &str,
     value: Option<T>,
 ) -> Result<(), LaunchError> {
-    if let Some(value) = value {
-        *into = positive(key, value)?;
-    }
+    *into = positive(SECTION, key, value, *into)?;
     Ok(())
 }
 
 /// Sets `*into` to `millis` milliseconds if given, refusing zero with `key` named.
 fn set_millis(into: &mut Duration, key: &str, millis: Option<u64>) -> Result<(), LaunchError> {
-    if let Some(millis) = millis {
-        *into = Duration::from_millis(positive(key, millis)?);
-    }
+    *into = positive_millis(SECTION, key, millis, *into)?;
     Ok(())
 }
 
