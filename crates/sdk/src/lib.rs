@@ -33,7 +33,7 @@ pub use builder::{
 };
 pub use error::SdkError;
 pub use nonce::{NonceAction, NonceManager};
-pub use rpc::{MAX_MESSAGE_SIZE, REQUEST_TIMEOUT, RpcClient};
+pub use rpc::{MAX_MESSAGE_SIZE, REQUEST_TIMEOUT, RpcClient, SERVER_BUSY};
 pub use signer::{LocalSigner, RawTx};
 pub use workload::{
     DEPLOY_GAS, Targets, Workload, sign_batch, signed_workload, signed_workload_range,

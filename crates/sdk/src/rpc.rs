@@ -32,6 +32,14 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// less: keep receipt batches smaller when transactions log much).
 pub const MAX_MESSAGE_SIZE: u32 = 64 << 20;
 
+/// The JSON-RPC error code of a node refusing work for now ("server busy, retry later";
+/// go-ethereum's "limit exceeded" code), the one answer [`RpcClient`] retries.
+pub const SERVER_BUSY: i32 = -32005;
+/// The first pause before retrying a busy answer.
+const BUSY_PAUSE_MIN: Duration = Duration::from_millis(20);
+/// The longest pause between retries of a busy answer.
+const BUSY_PAUSE_MAX: Duration = Duration::from_secs(1);
+
 /// A JSON-RPC client of one node over HTTP.
 #[derive(Debug, Clone)]
 pub struct RpcClient {
@@ -62,12 +70,28 @@ impl RpcClient {
         Ok(Self { http })
     }
 
+    /// One call; a "server busy" answer is retried after a pause that doubles up to
+    /// [`BUSY_PAUSE_MAX`], for at most [`REQUEST_TIMEOUT`] in all, as the node asks
+    /// ("retry later"): its heavy-work queue is shared with every other client.
     async fn call<R: DeserializeOwned>(
         &self,
         method: &str,
         params: ArrayParams,
     ) -> Result<R, SdkError> {
-        Ok(self.http.request(method, params).await?)
+        let started = tokio::time::Instant::now();
+        let mut pause = BUSY_PAUSE_MIN;
+        loop {
+            match self.http.request(method, params.clone()).await {
+                Err(ClientError::Call(error))
+                    if error.code() == SERVER_BUSY
+                        && started.elapsed() + pause < REQUEST_TIMEOUT =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(BUSY_PAUSE_MAX);
+                }
+                answer => return Ok(answer?),
+            }
+        }
     }
 
     /// One batch request calling `method` once per item of `params`; one result per item.

@@ -229,3 +229,40 @@ async fn a_refused_connection_is_a_transport_error() {
         Err(SdkError::Transport(_))
     ));
 }
+
+#[tokio::test]
+async fn busy_answers_are_retried_and_other_errors_are_not() {
+    let server = Server::builder().build("127.0.0.1:0").await.expect("binds");
+    let url = format!("http://{}", server.local_addr().expect("bound"));
+    // Busy for the first three calls, then the head.
+    let mut module = RpcModule::new(std::sync::atomic::AtomicU32::new(3));
+    module
+        .register_method("eth_blockNumber", |_, busy_left, _| {
+            let left = busy_left.load(std::sync::atomic::Ordering::SeqCst);
+            if left == 0 {
+                return Ok("0x10");
+            }
+            busy_left.store(left - 1, std::sync::atomic::Ordering::SeqCst);
+            Err(ErrorObjectOwned::owned(
+                stave_sdk::SERVER_BUSY,
+                "server busy: 68 heavy requests running or queued, retry later",
+                None::<()>,
+            ))
+        })
+        .expect("registers");
+    module
+        .register_method("eth_chainId", |_, _, _| {
+            Err::<&str, _>(ErrorObjectOwned::owned(-32000, "not today", None::<()>))
+        })
+        .expect("registers");
+    let _node = server.start(module);
+    let client = RpcClient::new(&url).expect("client");
+    assert_eq!(client.block_number().await, Ok(16));
+    assert_eq!(
+        client.chain_id().await,
+        Err(SdkError::Rpc {
+            code: -32000,
+            message: "not today".into()
+        })
+    );
+}
