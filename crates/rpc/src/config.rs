@@ -53,6 +53,10 @@ pub struct RpcConfig {
     pub worker_threads: usize,
     /// Most heavy requests waiting for a worker; one more is answered "busy".
     pub worker_queue: usize,
+    /// The nice value (0–19) of every RPC thread, runtime and workers: how much lower
+    /// their OS scheduling priority is than the node's other threads, so that when RPC
+    /// work and consensus compete for the cores, voting and importing win.
+    pub nice: u8,
     /// The priority fee suggested to wallets, in wei.
     pub suggested_tip: u128,
 }
@@ -81,6 +85,7 @@ impl Default for RpcConfig {
             runtime_threads: 2,
             worker_threads: 4,
             worker_queue: 64,
+            nice: 10,
             suggested_tip: 1_000_000_000,
         }
     }

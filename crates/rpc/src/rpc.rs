@@ -10,7 +10,10 @@ use stave_storage::read;
 use crate::{
     convert::{StoredBlock, load_block},
     error::RpcError,
-    eth::filters::Filters,
+    eth::{
+        fees::{REWARD_CACHE_BLOCKS, RewardCache},
+        filters::Filters,
+    },
     server::NodeContext,
     workers::Workers,
 };
@@ -29,16 +32,23 @@ pub(crate) struct Rpc {
     pub(crate) filters: Arc<Filters>,
     /// Where heavy methods run ([`Rpc::heavy`]).
     workers: Arc<Workers>,
+    /// `eth_feeHistory` rewards of blocks already read.
+    pub(crate) fee_rewards: Arc<RewardCache>,
 }
 
 impl Rpc {
     /// A handle over `ctx` with no filters installed and its worker threads started.
     pub(crate) fn new(ctx: NodeContext) -> Outcome<Self> {
-        let workers = Workers::new(ctx.config.worker_threads, ctx.config.worker_queue)?;
+        let workers = Workers::new(
+            ctx.config.worker_threads,
+            ctx.config.worker_queue,
+            ctx.config.nice,
+        )?;
         Ok(Self {
             filters: Arc::new(Filters::new(ctx.config.max_filters)),
             ctx: Arc::new(ctx),
             workers: Arc::new(workers),
+            fee_rewards: Arc::new(RewardCache::new(REWARD_CACHE_BLOCKS)),
         })
     }
 

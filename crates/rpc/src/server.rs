@@ -112,6 +112,10 @@ pub async fn start(ctx: NodeContext) -> Result<RpcServer, RpcError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(ctx.config.runtime_threads)
         .thread_name("rpc")
+        .on_thread_start({
+            let nice = ctx.config.nice;
+            move || crate::workers::lower_priority(nice)
+        })
         .enable_all()
         .build()
         .map_err(|error| RpcError::Internal(format!("cannot start the RPC runtime: {error}")))?;

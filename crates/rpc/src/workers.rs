@@ -24,11 +24,13 @@ pub(crate) struct Workers {
 }
 
 impl Workers {
-    /// A pool of `threads` workers that queues at most `queue` more jobs.
-    pub(crate) fn new(threads: usize, queue: usize) -> Result<Self, RpcError> {
+    /// A pool of `threads` workers at nice value `nice` that queues at most `queue` more
+    /// jobs.
+    pub(crate) fn new(threads: usize, queue: usize, nice: u8) -> Result<Self, RpcError> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|index| format!("rpc-worker-{index}"))
+            .start_handler(move |_| lower_priority(nice))
             // A job that panics loses its answer (the caller gets an internal error), not
             // the process: rayon aborts on a panic in a spawned job without a handler.
             .panic_handler(|_| tracing::error!("an RPC worker job panicked"))
@@ -66,13 +68,33 @@ impl Workers {
     }
 }
 
+/// Gives the calling thread nice value `nice` (Linux schedules threads, not processes, so
+/// this leaves the node's other threads as they are). Raising one's own nice value needs
+/// no privilege; if the kernel refuses anyway, the thread runs at the normal priority.
+pub(crate) fn lower_priority(nice: u8) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid takes no arguments and cannot fail; setpriority only reads its
+        // integer arguments, and PRIO_PROCESS with a thread id targets that one thread.
+        let refused = unsafe {
+            let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, thread, i32::from(nice)) != 0
+        };
+        if refused {
+            tracing::warn!(nice, "cannot lower an RPC thread's priority");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[tokio::test]
     async fn a_full_queue_answers_busy_and_frees_up_when_jobs_end() {
-        let workers = Arc::new(Workers::new(1, 1).expect("pool"));
+        let workers = Arc::new(Workers::new(1, 1, 0).expect("pool"));
         let (release, released) = std::sync::mpsc::channel::<()>();
         let released = Arc::new(parking_lot::Mutex::new(released));
         let mut running = Vec::new();
@@ -104,5 +126,22 @@ mod tests {
         let failed = workers.run::<()>(|| panic!("a bug in a method")).await;
         assert!(matches!(failed, Err(RpcError::Internal(_))));
         assert_eq!(workers.run(|| Ok(5)).await.expect("still serving"), 5);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn workers_run_at_the_configured_nice_value() {
+        let workers = Workers::new(1, 1, 7).expect("pool");
+        let nice = workers
+            .run(|| {
+                // SAFETY: as in `lower_priority`; getpriority only reads its arguments.
+                Ok(unsafe {
+                    let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
+                    libc::getpriority(libc::PRIO_PROCESS, thread)
+                })
+            })
+            .await
+            .expect("answered");
+        assert_eq!(nice, 7);
     }
 }

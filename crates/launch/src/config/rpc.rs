@@ -10,6 +10,9 @@ use stave_rpc::RpcConfig;
 use super::{positive, positive_millis};
 use crate::LaunchError;
 
+/// The largest nice value: the lowest scheduling priority Linux has.
+const MAX_NICE: u8 = 19;
+
 /// How the keys of this section are named in errors.
 const SECTION: &str = "[rpc] ";
 
@@ -39,6 +42,8 @@ pub(super) struct RpcSection {
     worker_threads: Option<usize>,
     /// May be zero: then a heavy request that finds every worker busy is refused at once.
     worker_queue: Option<usize>,
+    /// May be zero: then RPC threads run at the priority of the rest.
+    nice: Option<u8>,
     /// May be zero: a chain whose blocks are never full needs no tip.
     suggested_tip: Option<u128>,
 }
@@ -156,6 +161,15 @@ impl RpcSection {
         )?;
         config.worker_queue = self.worker_queue.unwrap_or(config.worker_queue);
         config.suggested_tip = self.suggested_tip.unwrap_or(config.suggested_tip);
+        match self.nice {
+            Some(nice) if nice > MAX_NICE => {
+                return Err(LaunchError::Config(format!(
+                    "{SECTION}nice must be at most {MAX_NICE} (a nice value), not {nice}"
+                )));
+            }
+            Some(nice) => config.nice = nice,
+            None => {}
+        }
         Ok(())
     }
 }
@@ -184,6 +198,13 @@ mod tests {
         assert_eq!(config.max_logs, 7);
         assert_eq!(config.evm_timeout, Duration::from_millis(250));
         assert_eq!(config.worker_queue, 0);
+        assert_eq!(config.nice, RpcConfig::default().nice);
+        assert_eq!(apply("nice = 0", false).expect("zero").nice, 0);
+        let error = apply("nice = 20", false).expect_err("past 19");
+        assert_eq!(
+            error.to_string(),
+            "[rpc] nice must be at most 19 (a nice value), not 20"
+        );
     }
 
     #[test]

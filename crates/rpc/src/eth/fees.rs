@@ -3,14 +3,16 @@
 
 use alloy_consensus::Transaction as _;
 use alloy_eips::BlockNumberOrTag;
-use alloy_primitives::{U64, U256};
+use std::sync::Arc;
+
+use alloy_primitives::{B256, U64, U256, keccak256};
 use alloy_rpc_types_eth::FeeHistory;
 use jsonrpsee::{
     core::{RpcResult, async_trait},
     proc_macros::rpc,
 };
 use stave_node::ViewError;
-use stave_storage::read;
+use stave_storage::{KvStore, read};
 
 use crate::{
     config::RpcConfig,
@@ -64,6 +66,44 @@ fn check_percentiles(percentiles: &[f64], config: &RpcConfig) -> Outcome<()> {
     Ok(())
 }
 
+/// The rewards at `percentiles` of block `number`'s transactions, whose base fee is
+/// `base_fee`: the tip at each percentile of the block's tips, lowest first.
+fn block_rewards(
+    store: &dyn KvStore,
+    number: u64,
+    base_fee: u64,
+    percentiles: &[f64],
+) -> Outcome<Vec<u128>> {
+    let mut tips: Vec<u128> = load_body(store, number)?
+        .iter()
+        .map(|tx| {
+            tx.envelope()
+                .effective_tip_per_gas(base_fee)
+                .unwrap_or_default()
+        })
+        .collect();
+    tips.sort_unstable();
+    Ok(percentiles
+        .iter()
+        .map(|p| {
+            let at = ((p / 100.0) * tips.len() as f64) as usize;
+            tips.get(at.min(tips.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or(0)
+        })
+        .collect())
+}
+
+/// Blocks' rewards already computed, by block hash and the percentiles asked (as bits):
+/// fee-history callers (wallets, each block) ask for the same recent blocks over and over,
+/// and a block's rewards need its whole body decoded. Keyed by hash, so an entry can never
+/// describe another block of the same number.
+pub(crate) type RewardCache = quick_cache::sync::Cache<(B256, Vec<u64>), Arc<[u128]>>;
+
+/// Entries of the [`RewardCache`]: the blocks of two full-size requests, at most
+/// `fee_history_max_percentiles` values each (a few MB).
+pub(crate) const REWARD_CACHE_BLOCKS: usize = 2_048;
+
 impl Rpc {
     /// `eth_feeHistory` on the calling thread (a worker's), its arguments checked.
     fn history(
@@ -92,26 +132,21 @@ impl Rpc {
                 .push(header.gas_used as f64 / header.gas_limit.max(1) as f64);
             next_base_fee = header.base_fee_per_gas;
             if let Some(percentiles) = &reward_percentiles {
-                let mut tips: Vec<u128> = load_body(store, number)?
-                    .iter()
-                    .map(|tx| {
-                        tx.envelope()
-                            .effective_tip_per_gas(header.base_fee_per_gas)
-                            .unwrap_or_default()
-                    })
-                    .collect();
-                tips.sort_unstable();
-                rewards.push(
-                    percentiles
-                        .iter()
-                        .map(|p| {
-                            let at = ((p / 100.0) * tips.len() as f64) as usize;
-                            tips.get(at.min(tips.len().saturating_sub(1)))
-                                .copied()
-                                .unwrap_or(0)
-                        })
-                        .collect(),
+                let key = (
+                    keccak256(alloy_rlp::encode(&header)),
+                    percentiles.iter().map(|p| p.to_bits()).collect(),
                 );
+                let reward = match self.fee_rewards.get(&key) {
+                    Some(reward) => reward,
+                    None => {
+                        let reward: Arc<[u128]> =
+                            block_rewards(store, number, header.base_fee_per_gas, percentiles)?
+                                .into();
+                        self.fee_rewards.insert(key, reward.clone());
+                        reward
+                    }
+                };
+                rewards.push(reward.to_vec());
             }
         }
         // The base fee is fixed by the genesis: the next block's is the newest one's.

@@ -5,7 +5,7 @@
 
 mod installed;
 
-use alloy_primitives::U256;
+use alloy_primitives::{Bloom, U256};
 use alloy_rpc_types_eth::{Filter, FilterBlockOption, FilterChanges, Log};
 use jsonrpsee::{
     core::{RpcResult, async_trait},
@@ -141,7 +141,9 @@ impl Rpc {
             let bloom = read::logs_bloom(store, number)
                 .map_err(RpcError::internal)?
                 .unwrap_or_default();
-            if !filter.matches_bloom(bloom) {
+            // A block with any log has a bloom with bits set (each log sets its
+            // address's): an empty bloom means no logs, so no body or receipts to read.
+            if bloom == Bloom::ZERO || !filter.matches_bloom(bloom) {
                 continue;
             }
             let Some(block) = load_block(store, number, false)? else {
