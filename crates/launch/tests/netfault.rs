@@ -201,5 +201,9 @@ fn a_validator_200_ms_away_keeps_up_with_a_chain_that_keeps_finalizing() {
         "transfers sent to the distant validator final",
     );
     let head = nodes.iter().map(height).min().expect("nodes");
-    assert!(assert_no_fork(&nodes, head) == head);
+    assert_eq!(
+        assert_no_fork(&nodes, head),
+        head,
+        "a validator lacks a block"
+    );
 }
