@@ -9,7 +9,7 @@ mod support;
 
 use std::{
     collections::HashMap,
-    path::PathBuf,
+    path::Path,
     sync::MutexGuard,
     time::{Duration, Instant},
 };
@@ -48,21 +48,26 @@ impl Links {
     }
 }
 
-/// Starts the validators of `configs` in this process, each link between two of them
-/// through a proxy of its own.
-fn start_linked(configs: &[PathBuf]) -> (MutexGuard<'static, ()>, Vec<RunningNode>, Links) {
+/// Starts a testnet of four validators in `dir`, in this process, each link between two
+/// of them through a proxy of its own, and waits until every one has finalized blocks.
+fn finalizing_behind_proxies(dir: &Path) -> (MutexGuard<'static, ()>, Vec<RunningNode>, Links) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .expect("a runtime for the proxies");
     let mut proxies = HashMap::new();
-    let (alone, nodes) = start_testnet(configs, |dialer, target, address| {
+    let (alone, nodes) = start_testnet(&init_testnet(dir, 4), |dialer, target, address| {
         let proxy = runtime.block_on(Proxy::start(address));
         let through = proxy.address;
         proxies.insert((dialer, target), proxy);
         through
     });
+    wait_for(
+        "four validators to finalize",
+        Duration::from_secs(60),
+        || nodes.iter().all(|node| height(node) >= 3),
+    );
     let links = Links {
         proxies,
         _runtime: runtime,
@@ -100,12 +105,7 @@ fn assert_no_fork(nodes: &[RunningNode], up_to: u64) -> u64 {
 #[test]
 fn a_chain_split_two_and_two_halts_without_forking_and_resumes_promptly_when_healed() {
     let root = tempfile::tempdir().expect("tempdir");
-    let (_alone, nodes, links) = start_linked(&init_testnet(root.path(), 4));
-    wait_for(
-        "four validators to finalize",
-        Duration::from_secs(60),
-        || nodes.iter().all(|node| height(node) >= 3),
-    );
+    let (_alone, nodes, links) = finalizing_behind_proxies(root.path());
 
     // Split {0, 1} from {2, 3}: two votes of four are no quorum. Views already past their
     // votes may still finalize; then the chain stands still.
@@ -161,12 +161,7 @@ fn a_chain_split_two_and_two_halts_without_forking_and_resumes_promptly_when_hea
 #[test]
 fn a_validator_200_ms_away_keeps_up_with_a_chain_that_keeps_finalizing() {
     let root = tempfile::tempdir().expect("tempdir");
-    let (_alone, nodes, links) = start_linked(&init_testnet(root.path(), 4));
-    wait_for(
-        "four validators to finalize",
-        Duration::from_secs(60),
-        || nodes.iter().all(|node| height(node) >= 3),
-    );
+    let (_alone, nodes, links) = finalizing_behind_proxies(root.path());
     let window = Duration::from_secs(10);
     let rate = |nodes: &[RunningNode]| {
         let from = nodes.iter().map(height).min().expect("nodes");
