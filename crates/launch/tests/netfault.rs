@@ -1,6 +1,7 @@
 //! Four validators in this process whose every link runs through a proxy the test
 //! controls (`support::proxy`): split 2/2 the chain halts without forking, and healed it
-//! resumes within two leader timeouts with every head agreeing; one validator with 200 ms
+//! resumes promptly (the target is two leader timeouts; the bound here, three, leaves a
+//! loaded machine room) with every head agreeing; one validator with 200 ms
 //! added to every link, each way, keeps up with a chain that keeps finalizing. (A
 //! validator whose clock is off runs as its own process under libfaketime, in
 //! `bin/stave/tests/consensus.rs`.)
