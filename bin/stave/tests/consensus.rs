@@ -2,7 +2,9 @@
 //! on one chain under a transfer load sent to all of them; one SIGKILLed, the other three
 //! keep finalizing, and restarted it catches up to the same chain; one SIGSTOPped catches
 //! up once resumed; one whose consensus engine fails exits, and the other three go on;
-//! `stave testnet run` starts and stops a whole network. What needs no
+//! with one whose wall clock is 5 s ahead or behind (libfaketime) the chain keeps
+//! finalizing and no proposal is refused for its timestamp; `stave testnet run` starts
+//! and stops a whole network. What needs no
 //! process of its own (agreement, a stopped validator, nodes that must never join) is
 //! tested in process, in `crates/launch/tests/consensus.rs`.
 
@@ -15,10 +17,11 @@ use std::{
     time::Duration,
 };
 
+use serde_json::json;
 use stave_sdk::LocalSigner;
 use support::{
-    JsonRpc, Node, account, block_id, free_ports, included, probe, send_beside, send_transfers,
-    wait_final, wait_for,
+    JsonRpc, Node, account, block_id, free_ports, included, probe, quantity, send_beside,
+    send_transfers, wait_final, wait_for,
 };
 
 /// Sends `signal` to `node`'s process.
@@ -104,8 +107,14 @@ impl Testnet {
 
     /// Starts validator `index` as its own `stave node --config` process.
     fn launch(&self, index: u16) -> Node {
+        self.launch_with(index, &[])
+    }
+
+    /// [`Testnet::launch`] with the environment variables `env` set for the process.
+    fn launch_with(&self, index: u16, env: &[(&str, &str)]) -> Node {
         let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
         command.args(["node", "--config"]).arg(self.config(index));
+        command.envs(env.iter().copied());
         Node::launch(command, self.rpc + index, self.metrics + index)
     }
 }
@@ -244,4 +253,85 @@ fn a_validator_whose_consensus_engine_fails_exits_and_the_others_go_on() {
 
     let more = send_beside(&senders, &nodes[..3], 3, 3);
     wait_final(&nodes[..3], &more, "transfers final without validator 3");
+}
+
+/// libfaketime, which shifts the wall clock of a process it is preloaded into, and only
+/// that one (`scripts/test.sh` installs it: Debian's and Ubuntu's `faketime` package).
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+/// Runs four validators, validator 3 with its wall clock `offset` seconds off (its timers
+/// keep the real monotonic clock), under transfers sent to it and to validator 0, and
+/// checks that the chain keeps finalizing on one chain and that no validator refused a
+/// proposal for its timestamp: its own proposals, and those of the others built on them,
+/// are accepted. Returns the validators.
+fn validators_with_one_clock_off(testnet: &Testnet, offset: i64) -> Vec<Node> {
+    assert!(
+        Path::new(LIBFAKETIME).exists(),
+        "{LIBFAKETIME} is missing: install faketime (scripts/test.sh does)"
+    );
+    let mut nodes: Vec<Node> = (0..3).map(|i| testnet.launch(i)).collect();
+    let faketime = format!("{offset:+}s");
+    nodes.push(testnet.launch_with(
+        3,
+        &[
+            ("LD_PRELOAD", LIBFAKETIME),
+            ("FAKETIME", &faketime),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+    ));
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", nodes[3].child.id()))
+        .expect("the process's mappings");
+    assert!(maps.contains("libfaketime"), "libfaketime is not loaded");
+
+    let senders: Vec<LocalSigner> = (0..2).map(account).collect();
+    let mut hashes = send_transfers(&nodes[3], &senders[0], 0, 5);
+    hashes.extend(send_transfers(&nodes[0], &senders[1], 0, 5));
+    wait_final(&nodes, &hashes, "transfers final on every validator");
+    let window = Duration::from_secs(10);
+    let from = nodes.iter().map(Node::head).min().expect("nodes");
+    std::thread::sleep(window);
+    let to = nodes.iter().map(Node::head).min().expect("nodes");
+    eprintln!(
+        "validator 3's clock {offset:+} s: {} blocks finalized on every validator in {window:?}",
+        to - from
+    );
+    // 200 ms blocks make 50 in the window; a generous floor for a loaded machine.
+    assert!(to >= from + 10, "only {} blocks in {window:?}", to - from);
+    assert_eq!(block_id(&nodes[3], to), block_id(&nodes[0], to));
+    for (i, node) in nodes.iter_mut().enumerate() {
+        let stderr = node.stderr();
+        assert!(
+            !stderr.contains("is outside ["),
+            "validator {i} refused a proposal for its timestamp:\n{stderr}"
+        );
+    }
+    nodes
+}
+
+#[test]
+fn a_validator_whose_clock_is_5_s_ahead_leaves_the_chain_finalizing() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let testnet = Testnet::init(root.path(), 4);
+    let nodes = validators_with_one_clock_off(&testnet, 5);
+    // Only validator 3 stamps blocks ahead of the real clock (the others stamp theirs, or
+    // their parent's), and its stamps lead by 5 s: a head stamped after now shows that its
+    // proposals are final, and the others build on them.
+    let head = nodes[0].head();
+    let block = nodes[0].result(
+        "eth_getBlockByNumber",
+        json!([format!("0x{head:x}"), false]),
+    );
+    let stamped = quantity(&block["timestamp"]).expect("a timestamp");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    assert!(stamped > now, "head {head} stamped {stamped} at {now}");
+}
+
+#[test]
+fn a_validator_whose_clock_is_5_s_behind_leaves_the_chain_finalizing() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let testnet = Testnet::init(root.path(), 4);
+    validators_with_one_clock_off(&testnet, -5);
 }

@@ -47,8 +47,6 @@ const RESOLVER: u64 = 2;
 const BROADCAST: u64 = 3;
 const BACKFILL: u64 = 4;
 
-/// How often a validator stuck in a view rebroadcasts its timeout vote.
-const TIMEOUT_RETRY: Duration = Duration::from_secs(10);
 /// How much longer than the certification timeout and the retry interval a leader must be
 /// silent before the views it leads are skipped without waiting.
 const SKIP_MARGIN: Duration = Duration::from_secs(5);
@@ -245,6 +243,11 @@ where
             epocher,
         );
         let certification_timeout = config.leader_timeout * 2;
+        // How often a validator stuck in a view rebroadcasts its timeout vote and the
+        // certificate that entered the view. Votes sent while links were down (a
+        // partition) are lost, and the view resumes only at the first retry after they
+        // are back: every leader timeout keeps that within two of them.
+        let timeout_retry = config.leader_timeout;
         let engine = simplex::Engine::new(
             context.child("simplex"),
             simplex::Config {
@@ -265,14 +268,14 @@ where
                 page_cache,
                 leader_timeout: config.leader_timeout,
                 certification_timeout,
-                timeout_retry: TIMEOUT_RETRY,
+                timeout_retry,
                 view_retention: SIMPLEX_VIEW_RETENTION,
                 // A validator that is down would cost every view it leads a full leader
                 // timeout. Once it has been silent for longer than the certification
                 // timeout and the retry interval (the engine requires both), the views it
                 // leads are nullified at once, until it is heard from again.
                 skip: simplex::SkipPolicy::Enabled {
-                    timeout: certification_timeout.max(TIMEOUT_RETRY) + SKIP_MARGIN,
+                    timeout: certification_timeout.max(timeout_retry) + SKIP_MARGIN,
                     budget: simplex::SkipBudget::Participants,
                 },
                 fetch_timeout: NZDuration!(Duration::from_secs(1)),

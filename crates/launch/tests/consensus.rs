@@ -6,66 +6,20 @@
 
 mod support;
 
-use std::{
-    net::{IpAddr, Ipv4Addr},
-    path::{Path, PathBuf},
-    sync::{Mutex, MutexGuard, PoisonError},
-    time::Duration,
-};
+use std::{path::PathBuf, sync::MutexGuard, time::Duration};
 
 use serde_json::{Value, json};
-use stave_launch::{
-    NodeConfig, RunningNode,
-    testnet::{self, TestnetLayout, node_name},
-};
-use stave_net::StaticPeer;
+use stave_launch::{RunningNode, testnet::node_name};
 use stave_primitives::dev::DEV_CHAIN_ID;
 use stave_sdk::LocalSigner;
 use support::{
-    account, block_id, height, included, send_beside, send_transfers, wait_final, wait_for,
+    account, block_id, height, included, init_testnet as init, send_beside, send_transfers,
+    start_testnet, wait_final, wait_for,
 };
 
-/// Held while a test's validators run: 4-validator testnets side by side crowd the 2
-/// cores.
-static ONE_TESTNET: Mutex<()> = Mutex::new(());
-
-/// Writes a testnet of `nodes` validators (blocks every 200 ms) into `dir`; their
-/// configs. Its ports do not matter: [`start`] runs every node on ports the OS picks.
-fn init(dir: &Path, nodes: u16) -> Vec<PathBuf> {
-    let layout = TestnetLayout {
-        nodes,
-        host: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        rpc_port: 1,
-        metrics_port: 1,
-        p2p_port: 1,
-        block_time_ms: 200,
-    };
-    let members = testnet::init(dir, &layout).expect("writes a testnet");
-    assert_eq!(testnet::configs(dir).expect("configs").len(), members.len());
-    members.into_iter().map(|member| member.config).collect()
-}
-
-/// Starts the validators of `configs` in this process, in order, each dialling those
-/// started before it (the others dial it in turn).
+/// Starts the validators of `configs` in this process, dialling each other directly.
 fn start(configs: &[PathBuf]) -> (MutexGuard<'static, ()>, Vec<RunningNode>) {
-    // A test that failed while holding it leaves nothing to repair.
-    let alone = ONE_TESTNET.lock().unwrap_or_else(PoisonError::into_inner);
-    let mut nodes: Vec<RunningNode> = Vec::new();
-    for path in configs {
-        let mut config = NodeConfig::from_toml_file(path)
-            .expect("reads")
-            .in_process();
-        let p2p = config.p2p.as_mut().expect("a [p2p] section");
-        p2p.peers = (0..)
-            .zip(&nodes)
-            .map(|(index, node)| StaticPeer {
-                name: node_name(index),
-                address: node.p2p_addr().expect("P2P"),
-            })
-            .collect();
-        nodes.push(RunningNode::start(config).expect("the validator starts"));
-    }
-    (alone, nodes)
+    start_testnet(configs, |_, _, address| address)
 }
 
 #[test]

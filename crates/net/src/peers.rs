@@ -117,7 +117,11 @@ impl NetworkConfig {
             max_pending_handshakes: 256,
             max_pending_handshakes_per_ip: 16,
             backoff_min: Duration::from_millis(100),
-            backoff_max: Duration::from_secs(30),
+            // Static peers are the few nodes of the chain's members, and a validator that
+            // cannot reach enough of them cannot finalize: a link back up must be used at
+            // once, not after a long back-off. A dial a second per unreachable peer
+            // costs next to nothing.
+            backoff_max: Duration::from_secs(1),
             send_queue: 1024,
             send_queue_bytes: 128 << 20,
             bulk_queue: 64,

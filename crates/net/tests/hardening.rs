@@ -1,7 +1,8 @@
 //! The network under hostile or broken peers, on loopback: thousands of connections that
 //! never finish a TLS handshake leave honest peers connected and talking; a link that
-//! goes dead without closing is found by keepalive, while a quiet live one stays; a peer
-//! holds no more than its receive budget of frames a module has not taken.
+//! goes dead without closing is found by keepalive, while a quiet live one stays; a link
+//! cut for many redials is back within a second of healing; a peer holds no more than its
+//! receive budget of frames a module has not taken.
 
 mod support;
 
@@ -16,10 +17,10 @@ use std::{
 
 use bytes::Bytes;
 use stave_net::{Network, ProtocolId, StaticPeer};
-use support::{Chain, LIMIT, eventually};
+use support::{Chain, LIMIT, eventually, proxy::Proxy};
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpListener, TcpSocket, TcpStream},
+    io::AsyncReadExt,
+    net::{TcpSocket, TcpStream},
 };
 
 const GROUP: i16 = 7;
@@ -162,59 +163,6 @@ async fn a_handshake_flood_leaves_honest_peers_connected_and_talking() {
     }
 }
 
-/// A loopback TCP proxy to `target` that can be frozen: it then stops forwarding in
-/// both directions but keeps every connection open, as a link that went dead without a
-/// FIN or RST (a cable pulled, a peer frozen, a firewall dropping packets).
-struct Proxy {
-    address: SocketAddr,
-    frozen: Arc<AtomicBool>,
-}
-
-impl Proxy {
-    async fn start(target: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
-        let address = listener.local_addr().expect("address");
-        let frozen = Arc::new(AtomicBool::new(false));
-        let flag = frozen.clone();
-        tokio::spawn(async move {
-            while let Ok((inbound, _)) = listener.accept().await {
-                let Ok(outbound) = TcpStream::connect(target).await else {
-                    continue;
-                };
-                let (from_in, to_in) = inbound.into_split();
-                let (from_out, to_out) = outbound.into_split();
-                tokio::spawn(forward(from_in, to_out, flag.clone()));
-                tokio::spawn(forward(from_out, to_in, flag.clone()));
-            }
-        });
-        Self { address, frozen }
-    }
-}
-
-/// Copies `from` to `to` until frozen; then holds both open, forwarding nothing.
-async fn forward(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    frozen: Arc<AtomicBool>,
-) {
-    let mut buffer = vec![0u8; 64 << 10];
-    loop {
-        let Ok(read) = from.read(&mut buffer).await else {
-            return;
-        };
-        if read == 0 {
-            return;
-        }
-        if frozen.load(Ordering::Relaxed) {
-            // Keep the sockets (and so the connection) open without forwarding.
-            std::future::pending::<()>().await;
-        }
-        if to.write_all(&buffer[..read]).await.is_err() {
-            return;
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keepalive_finds_a_dead_link_and_keeps_a_quiet_live_one() {
     let chain = Chain::new(2);
@@ -253,7 +201,7 @@ async fn keepalive_finds_a_dead_link_and_keeps_a_quiet_live_one() {
 
     // The link goes dead without closing: both ends notice within the timeout (and
     // their checks' granularity), far within the 30 s the issue allows.
-    proxy.frozen.store(true, Ordering::Relaxed);
+    proxy.freeze();
     let frozen_at = Instant::now();
     eventually("both ends to drop the dead link", || {
         client.peers().is_empty() && server.peers().is_empty()
@@ -267,6 +215,46 @@ async fn keepalive_finds_a_dead_link_and_keeps_a_quiet_live_one() {
     assert!(
         noticed >= timeout - interval,
         "dropped before the timeout: {noticed:?}"
+    );
+    client.shutdown();
+    server.shutdown();
+}
+
+/// A static peer unreachable for several seconds (its link cut: connections closed, new
+/// ones refused, as by a partition) is connected again within about a second of the link
+/// healing: the redial back-off, doubling from its minimum on every refused dial, stays
+/// short however long the outage lasted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_link_is_redialled_within_a_second_of_healing() {
+    let chain = Chain::new(2);
+    let server = chain.start(0, vec![], |_| {}).await;
+    let proxy = Proxy::start(server.local_addr()).await;
+    let via_proxy = StaticPeer {
+        name: chain.names[0].clone(),
+        address: proxy.address,
+    };
+    // The network's own back-off, not the short one of these tests.
+    let defaults = |config: &mut stave_net::NetworkConfig| {
+        let defaults = stave_net::NetworkConfig::new(config.listen, Vec::new());
+        config.backoff_min = defaults.backoff_min;
+        config.backoff_max = defaults.backoff_max;
+    };
+    let client = chain.start(1, vec![via_proxy], defaults).await;
+    eventually("the connection", || client.peers().len() == 1).await;
+
+    proxy.cut();
+    eventually("the cut link to drop", || client.peers().is_empty()).await;
+    // Seven refused dials' worth: a back-off doubling from 100 ms without a low cap would
+    // wait several seconds for its next dial.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(client.peers().is_empty(), "connected through a cut link");
+    proxy.heal();
+    let healed = Instant::now();
+    eventually("the healed link", || client.peers().len() == 1).await;
+    let back = healed.elapsed();
+    assert!(
+        back < Duration::from_secs(3),
+        "redialled {back:?} after healing"
     );
     client.shutdown();
     server.shutdown();

@@ -153,6 +153,12 @@ fn blocks_built_on_uncommitted_parents_commit_to_the_chain_a_plain_import_makes(
         .expect("proposes on block 1");
     assert_eq!(second.prepared.block.number(), 2);
     assert_eq!(second.prepared.block.transactions().len(), 1);
+    // A proposer whose clock is behind block 2's stamp stamps block 2's time, which
+    // validators accept, rather than an earlier one they would refuse.
+    let behind = proposer
+        .propose_on(&[&first, &second], 1)
+        .expect("proposes on block 2");
+    assert_eq!(behind.prepared.block.header().timestamp, 2);
 
     // Another node validates both before either is final, then commits them.
     let encode = |block: &stave_node::SpeculativeBlock| {

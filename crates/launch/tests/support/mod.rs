@@ -1,16 +1,28 @@
 //! Helpers shared by the tests that start nodes in process: the JSON-RPC client the
-//! real-process tests use too, and P2P identities for networks of nodes.
+//! real-process tests use too, P2P identities for networks of nodes, testnets of
+//! validators, and the network tests' link-breaking proxy.
 
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
 
 mod client;
+#[path = "../../../net/tests/support/proxy.rs"]
+pub mod proxy;
 
-use std::{net::SocketAddr, path::Path, time::Duration};
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    path::{Path, PathBuf},
+    sync::{Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
 
 pub use client::*;
-use stave_launch::{NodeConfig, P2pConfig, P2pLimits, RunningNode, files::write_new};
-use stave_net::ChainCa;
+use stave_launch::{
+    NodeConfig, P2pConfig, P2pLimits, RunningNode,
+    files::write_new,
+    testnet::{self, TestnetLayout, node_name},
+};
+use stave_net::{ChainCa, StaticPeer};
 
 impl JsonRpc for RunningNode {
     fn rpc_addr(&self) -> SocketAddr {
@@ -82,4 +94,53 @@ pub fn p2p_identities(dir: &Path, count: usize) -> Vec<P2pConfig> {
         config.allowed.clone_from(&allowed);
     }
     configs
+}
+
+/// Held while a test's validators run: 4-validator testnets side by side crowd the 2
+/// cores.
+static ONE_TESTNET: Mutex<()> = Mutex::new(());
+
+/// Writes a testnet of `nodes` validators (blocks every 200 ms) into `dir`; their
+/// configs. Its ports do not matter: [`start_testnet`] runs every node on ports the OS
+/// picks.
+pub fn init_testnet(dir: &Path, nodes: u16) -> Vec<PathBuf> {
+    let layout = TestnetLayout {
+        nodes,
+        host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        rpc_port: 1,
+        metrics_port: 1,
+        p2p_port: 1,
+        block_time_ms: 200,
+    };
+    let members = testnet::init(dir, &layout).expect("writes a testnet");
+    assert_eq!(testnet::configs(dir).expect("configs").len(), members.len());
+    members.into_iter().map(|member| member.config).collect()
+}
+
+/// Starts the validators of `configs` in this process, in order, each dialling those
+/// started before it (the others dial it in turn): validator `i` dials validator `j`'s
+/// P2P address `a` at `via(i, j, a)` (`a` itself, or a proxy to it). Holds the testnet
+/// lock while they run.
+pub fn start_testnet(
+    configs: &[PathBuf],
+    mut via: impl FnMut(usize, usize, SocketAddr) -> SocketAddr,
+) -> (MutexGuard<'static, ()>, Vec<RunningNode>) {
+    // A test that failed while holding it leaves nothing to repair.
+    let alone = ONE_TESTNET.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut nodes: Vec<RunningNode> = Vec::new();
+    for (dialer, path) in configs.iter().enumerate() {
+        let mut config = NodeConfig::from_toml_file(path)
+            .expect("reads")
+            .in_process();
+        let p2p = config.p2p.as_mut().expect("a [p2p] section");
+        p2p.peers = (0..)
+            .zip(&nodes)
+            .map(|(target, node)| StaticPeer {
+                name: node_name(target),
+                address: via(dialer, usize::from(target), node.p2p_addr().expect("P2P")),
+            })
+            .collect();
+        nodes.push(RunningNode::start(config).expect("the validator starts"));
+    }
+    (alone, nodes)
 }

@@ -1,7 +1,10 @@
 //! Shared by the network tests: loopback networks (one chain CA, nodes with
-//! certificates from it, started on free ports) and incompressible payloads.
+//! certificates from it, started on free ports), incompressible payloads, and a proxy
+//! that breaks links.
 
 #![allow(dead_code)] // Each test file uses part of this.
+
+pub mod proxy;
 
 use std::{collections::HashSet, time::Duration};
 
