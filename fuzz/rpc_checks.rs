@@ -12,7 +12,7 @@ use std::{
 use jsonrpsee::RpcModule;
 use serde_json::{Value, json};
 use stave_node::{BlockProducer, Chain, ChainView, Parallelism};
-use stave_primitives::{Address, DEFAULT_BASE_FEE, U256, dev::dev_account};
+use stave_primitives::{Address, DEFAULT_BASE_FEE, SignedTx, U256, dev::dev_account};
 use stave_rpc::{NodeContext, RpcConfig};
 use stave_sdk::{LocalSigner, TxBuilder, workload_genesis};
 use stave_state::StateLayers;
@@ -77,14 +77,7 @@ impl TokenChain {
 
     /// Makes block `nonce + 1` holding one token transfer of dev account 0 (one log).
     pub fn transfer_block(&mut self, nonce: u64) {
-        let sender = LocalSigner::from_secret(&dev_account(0).secret).expect("key");
-        let builder = TxBuilder::new(CHAIN_ID, 2 * u128::from(DEFAULT_BASE_FEE));
-        let tx = sender.sign_tx(builder.erc20_transfer(
-            nonce,
-            TOKEN,
-            dev_account(1).address,
-            U256::from(1),
-        ));
+        let tx = token_transfer(nonce);
         let added = self
             .pool
             .add(&[tx.encoded()], &self.layers.latest(), DEFAULT_BASE_FEE);
@@ -92,6 +85,13 @@ impl TokenChain {
         let produced = self.producer.produce(nonce + 1).expect("produces");
         assert_eq!(produced.block.transactions().len(), 1);
     }
+}
+
+/// Dev account 0's transfer of 1 token to dev account 1, at `nonce`.
+pub fn token_transfer(nonce: u64) -> SignedTx {
+    let sender = LocalSigner::from_secret(&dev_account(0).secret).expect("key");
+    let builder = TxBuilder::new(CHAIN_ID, 2 * u128::from(DEFAULT_BASE_FEE));
+    sender.sign_tx(builder.erc20_transfer(nonce, TOKEN, dev_account(1).address, U256::from(1)))
 }
 
 /// Built once per process: a chain in a temporary data dir (kept until the process ends).

@@ -213,15 +213,11 @@ fn blocks_built_on_uncommitted_parents_commit_to_the_chain_a_plain_import_makes(
     assert!(roots.iter().all(|root| *root == roots[0]));
 }
 
-#[test]
-fn a_block_is_filled_from_the_rest_when_selected_transactions_fail() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = LmdbStore::open(dir.path(), 256 << 20).expect("opens");
-    let spec = ChainSpec::dev(CHAIN_ID, 2);
-    let (mut producer, pool) = producer_over(&store, &spec);
-    // Account 5 has nothing on this chain, but the pool admitted its transactions against
-    // a state that funds it (as a pool whose view of a balance is stale would): a full
-    // block of them, paying the most, is selected first and fails at execution.
+/// Fills `pool` (of a 2-account dev chain) with a full block of transactions that fail at
+/// execution, paying the most, and 3 good ones. Account 5 has nothing on the chain, but
+/// the pool admitted its transactions against a state that funds it (as a pool whose view
+/// of a balance is stale would).
+fn add_failing_and_good(pool: &TxPool) {
     let funded_elsewhere = stave_exec::MemoryState::from_genesis(&ChainSpec::dev(CHAIN_ID, 6));
     let failing: Vec<_> = (0..100)
         .map(|nonce| transfer_from(5, nonce, 1, 4))
@@ -231,6 +227,16 @@ fn a_block_is_filled_from_the_rest_when_selected_transactions_fail() {
     let good: Vec<_> = (0..3).map(|nonce| transfer_from(1, nonce, 1, 2)).collect();
     let added = pool.add(&good, &funded_elsewhere, DEFAULT_BASE_FEE);
     assert!(added.iter().all(Result::is_ok), "{added:?}");
+}
+
+#[test]
+fn a_block_is_filled_from_the_rest_when_selected_transactions_fail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 256 << 20).expect("opens");
+    let spec = ChainSpec::dev(CHAIN_ID, 2);
+    let (mut producer, pool) = producer_over(&store, &spec);
+    // The failing transactions are selected first and fail at execution.
+    add_failing_and_good(&pool);
 
     let produced = producer.produce(1).expect("produces");
     // The block holds the rest, not nothing; only account 5's first transaction failed on
@@ -254,4 +260,23 @@ fn a_block_is_filled_from_the_rest_when_selected_transactions_fail() {
         (produced.block.transactions().len(), produced.dropped),
         (0, 0)
     );
+}
+
+#[test]
+fn one_fill_round_builds_a_block_once_without_a_refill() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 256 << 20).expect("opens");
+    let spec = ChainSpec::dev(CHAIN_ID, 2);
+    let (producer, pool) = producer_over(&store, &spec);
+    let mut producer = producer.with_fill_rounds(1);
+    add_failing_and_good(&pool);
+    // Built once: the failing selection leaves the block empty, and is not refilled.
+    let produced = producer.produce(1).expect("produces");
+    assert_eq!(
+        (produced.block.transactions().len(), produced.dropped),
+        (0, 1)
+    );
+    // The good ones wait for the next block.
+    let produced = producer.produce(2).expect("produces");
+    assert_eq!(produced.block.transactions().len(), 3);
 }

@@ -1,16 +1,19 @@
 //! Helpers shared by the tests that start nodes in process: the JSON-RPC client the
-//! real-process tests use too, and P2P identities for networks of nodes.
+//! real-process tests use too, a WebSocket client, and P2P identities for networks of
+//! nodes.
 
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
 
 mod client;
+mod ws;
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
 pub use client::*;
 use stave_launch::{NodeConfig, P2pConfig, P2pLimits, RunningNode, files::write_new};
 use stave_net::ChainCa;
+pub use ws::*;
 
 impl JsonRpc for RunningNode {
     fn rpc_addr(&self) -> SocketAddr {
