@@ -11,14 +11,19 @@ use std::{
 
 use jsonrpsee::RpcModule;
 use serde_json::{Value, json};
-use stave_node::{BlockProducer, Chain, ChainView, Parallelism};
+use stave_node::{BlockProducer, ChainView};
 use stave_primitives::{Address, DEFAULT_BASE_FEE, SignedTx, U256, dev::dev_account};
 use stave_rpc::{NodeContext, RpcConfig};
 use stave_sdk::{LocalSigner, TxBuilder, workload_genesis};
 use stave_state::StateLayers;
 use stave_storage::LmdbStore;
-use stave_txpool::{PoolConfig, TxPool};
-use stave_verify::SenderCache;
+use stave_txpool::TxPool;
+
+// The chain opener the node's tests use.
+#[path = "../crates/node/tests/support/mod.rs"]
+mod node_support;
+
+use node_support::{OpenChain, open_chain};
 
 const CHAIN_ID: u64 = 1337;
 /// Blocks the chain under test holds, each with one token transfer (one log).
@@ -56,16 +61,12 @@ impl TokenChain {
         let store: &'static LmdbStore =
             Box::leak(Box::new(LmdbStore::open(dir, map_size).expect("opens")));
         let spec = workload_genesis(CHAIN_ID, 2, Some(TOKEN));
-        let cache = Arc::new(SenderCache::new(1024));
-        let chain = Chain::open_with(store, &spec, 2, Parallelism::Parallel, Some(cache.clone()))
-            .expect("opens");
-        let view = Arc::new(ChainView::new(&chain, spec.clone()));
-        let layers = chain.layers();
-        let pool = Arc::new(TxPool::new(
-            PoolConfig::new(CHAIN_ID, spec.gas_limit()),
-            cache,
-        ));
-        let producer = BlockProducer::new(chain, view.clone(), pool.clone(), 100);
+        let OpenChain {
+            producer,
+            view,
+            pool,
+            layers,
+        } = open_chain(store, &spec);
         Self {
             view,
             pool,

@@ -1,15 +1,17 @@
 //! Block production from the txpool, and state queries at recent blocks.
 
+mod support;
+
 use std::sync::Arc;
 
 use alloy_primitives::B256;
-use stave_node::{BlockProducer, Chain, ChainView, ViewError};
+use stave_node::{BlockProducer, ViewError};
 use stave_primitives::{Address, ChainSpec, DEFAULT_BASE_FEE, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder};
 use stave_state::{FLUSH_BATCH, KEPT_LAYERS};
 use stave_storage::LmdbStore;
-use stave_txpool::{PoolConfig, TxPool};
-use stave_verify::SenderCache;
+use stave_txpool::TxPool;
+use support::{OpenChain, open_chain};
 
 const CHAIN_ID: u64 = 1337;
 
@@ -33,22 +35,12 @@ fn produced_blocks_empty_the_pool_and_every_recent_state_stays_queryable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = LmdbStore::open(dir.path(), 256 << 20).expect("opens");
     let spec = ChainSpec::dev(CHAIN_ID, 2);
-    let cache = Arc::new(SenderCache::new(1024));
-    let chain = Chain::open_with(
-        &store,
-        &spec,
-        2,
-        stave_node::Parallelism::Parallel,
-        Some(cache.clone()),
-    )
-    .expect("opens");
-    let view = Arc::new(ChainView::new(&chain, spec.clone()));
-    let layers = chain.layers();
-    let pool = Arc::new(TxPool::new(
-        PoolConfig::new(CHAIN_ID, spec.gas_limit()),
-        cache,
-    ));
-    let mut producer = BlockProducer::new(chain, view.clone(), pool.clone(), 100);
+    let OpenChain {
+        mut producer,
+        view,
+        pool,
+        layers,
+    } = open_chain(&store, &spec);
     let receiver = Address::repeat_byte(0x42);
     let balance_at = |number: Option<u64>| {
         view.with_state(number, |state, _| {
@@ -103,21 +95,8 @@ fn produced_blocks_empty_the_pool_and_every_recent_state_stays_queryable() {
 
 /// A producer over `store` with its own pool (sender cache shared with its chain).
 fn producer_over<'s>(store: &'s LmdbStore, spec: &ChainSpec) -> (BlockProducer<'s>, Arc<TxPool>) {
-    let cache = Arc::new(SenderCache::new(1024));
-    let chain = Chain::open_with(
-        store,
-        spec,
-        2,
-        stave_node::Parallelism::Parallel,
-        Some(cache.clone()),
-    )
-    .expect("opens");
-    let view = Arc::new(ChainView::new(&chain, spec.clone()));
-    let pool = Arc::new(TxPool::new(
-        PoolConfig::new(CHAIN_ID, spec.gas_limit()),
-        cache,
-    ));
-    (BlockProducer::new(chain, view, pool.clone(), 100), pool)
+    let OpenChain { producer, pool, .. } = open_chain(store, spec);
+    (producer, pool)
 }
 
 #[test]
