@@ -18,7 +18,8 @@ use std::{
 use serde_json::{Value, json};
 use stave_launch::{NodeConfig, RunningNode};
 use support::{
-    JsonRpc, PING, PONG, WebSocket, account, height, send_transfers, transfer, wait_final, wait_for,
+    JsonRpc, account, height, send_transfers, transfer, wait_final, wait_for,
+    ws::{PING, PONG, WebSocket},
 };
 
 /// go-ethereum's and this node's code for a request over a limit, or a busy server.

@@ -6,14 +6,13 @@
 #![allow(dead_code)]
 
 mod client;
-mod ws;
+pub mod ws;
 
 use std::{net::SocketAddr, path::Path, time::Duration};
 
 pub use client::*;
 use stave_launch::{NodeConfig, P2pConfig, P2pLimits, RunningNode, files::write_new};
 use stave_net::ChainCa;
-pub use ws::*;
 
 impl JsonRpc for RunningNode {
     fn rpc_addr(&self) -> SocketAddr {
