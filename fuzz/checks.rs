@@ -3,7 +3,7 @@
 //! error, or they decode to something whose canonical encoding is exactly the input.
 
 use stave_codec::{
-    decode_block, decode_transactions, encode_block, encode_transactions, split_block,
+    decode_block, decode_transactions, encode_block, encode_transactions, max_txs_for, split_block,
 };
 use stave_primitives::{
     SignedTx, decode_and_validate, decode_stored_diff, decode_stored_receipts, encode_stored_diff,
@@ -18,13 +18,15 @@ pub fn indexed_list(data: &[u8]) {
     }
 }
 
-/// The block decoder: the hash must be the header's, the encoding the input; splitting
-/// the block (its header without its transactions) accepts whatever decoding does, with
-/// the same header and hash.
+/// The block decoder: the hash must be the header's, the encoding the input, the
+/// transactions no more than the gas limit allows; splitting the block (its header
+/// without its transactions) accepts whatever decoding does, with the same header and
+/// hash.
 pub fn block(data: &[u8]) {
     let split = split_block(data);
     if let Ok(sealed) = decode_block(data) {
         assert_eq!(sealed.hash(), sealed.header().hash_slow());
+        assert!(sealed.transactions().len() <= max_txs_for(sealed.header()));
         let parts = split.expect("a block that decodes splits");
         assert_eq!(
             (&parts.header, parts.hash),

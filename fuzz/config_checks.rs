@@ -17,6 +17,11 @@ pub fn config_toml(data: &[u8]) {
     if let Ok(config) = NodeConfig::from_toml_str(&text, Path::new(CONFIG_PATH)) {
         assert!(!config.block_time.is_zero(), "a zero block time passed");
         assert!(config.block_txs > 0, "zero transactions per block passed");
+        assert!(config.block_fill_rounds > 0, "zero builds per block passed");
+        assert!(
+            config.rpc.ws_ping_interval < config.rpc.idle_timeout,
+            "WebSocket pings rarer than the idle timeout passed"
+        );
         assert!(config.map_size >= MIN_MAP_SIZE, "a tiny map passed");
         assert_ne!(config.pool_max_txs, Some(0), "an empty pool passed");
         assert_ne!(config.pool_max_per_sender, Some(0), "an empty pool passed");

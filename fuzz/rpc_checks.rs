@@ -11,14 +11,19 @@ use std::{
 
 use jsonrpsee::RpcModule;
 use serde_json::{Value, json};
-use stave_node::{BlockProducer, Chain, ChainView, Parallelism};
-use stave_primitives::{Address, DEFAULT_BASE_FEE, U256, dev::dev_account};
+use stave_node::{BlockProducer, ChainView};
+use stave_primitives::{Address, DEFAULT_BASE_FEE, SignedTx, U256, dev::dev_account};
 use stave_rpc::{NodeContext, RpcConfig};
 use stave_sdk::{LocalSigner, TxBuilder, workload_genesis};
 use stave_state::StateLayers;
 use stave_storage::LmdbStore;
-use stave_txpool::{PoolConfig, TxPool};
-use stave_verify::SenderCache;
+use stave_txpool::TxPool;
+
+// The chain opener the node's tests use.
+#[path = "../crates/node/tests/support/mod.rs"]
+mod node_support;
+
+use node_support::{OpenChain, open_chain};
 
 const CHAIN_ID: u64 = 1337;
 /// Blocks the chain under test holds, each with one token transfer (one log).
@@ -56,16 +61,12 @@ impl TokenChain {
         let store: &'static LmdbStore =
             Box::leak(Box::new(LmdbStore::open(dir, map_size).expect("opens")));
         let spec = workload_genesis(CHAIN_ID, 2, Some(TOKEN));
-        let cache = Arc::new(SenderCache::new(1024));
-        let chain = Chain::open_with(store, &spec, 2, Parallelism::Parallel, Some(cache.clone()))
-            .expect("opens");
-        let view = Arc::new(ChainView::new(&chain, spec.clone()));
-        let layers = chain.layers();
-        let pool = Arc::new(TxPool::new(
-            PoolConfig::new(CHAIN_ID, spec.gas_limit()),
-            cache,
-        ));
-        let producer = BlockProducer::new(chain, view.clone(), pool.clone(), 100);
+        let OpenChain {
+            producer,
+            view,
+            pool,
+            layers,
+        } = open_chain(store, &spec);
         Self {
             view,
             pool,
@@ -77,14 +78,7 @@ impl TokenChain {
 
     /// Makes block `nonce + 1` holding one token transfer of dev account 0 (one log).
     pub fn transfer_block(&mut self, nonce: u64) {
-        let sender = LocalSigner::from_secret(&dev_account(0).secret).expect("key");
-        let builder = TxBuilder::new(CHAIN_ID, 2 * u128::from(DEFAULT_BASE_FEE));
-        let tx = sender.sign_tx(builder.erc20_transfer(
-            nonce,
-            TOKEN,
-            dev_account(1).address,
-            U256::from(1),
-        ));
+        let tx = token_transfer(nonce);
         let added = self
             .pool
             .add(&[tx.encoded()], &self.layers.latest(), DEFAULT_BASE_FEE);
@@ -92,6 +86,13 @@ impl TokenChain {
         let produced = self.producer.produce(nonce + 1).expect("produces");
         assert_eq!(produced.block.transactions().len(), 1);
     }
+}
+
+/// Dev account 0's transfer of 1 token to dev account 1, at `nonce`.
+pub fn token_transfer(nonce: u64) -> SignedTx {
+    let sender = LocalSigner::from_secret(&dev_account(0).secret).expect("key");
+    let builder = TxBuilder::new(CHAIN_ID, 2 * u128::from(DEFAULT_BASE_FEE));
+    sender.sign_tx(builder.erc20_transfer(nonce, TOKEN, dev_account(1).address, U256::from(1)))
 }
 
 /// Built once per process: a chain in a temporary data dir (kept until the process ends).

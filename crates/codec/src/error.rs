@@ -79,6 +79,15 @@ pub enum CodecError {
     /// The header's RLP decodes but is not the canonical encoding of what it decodes to.
     #[error("non-canonical header encoding")]
     NonCanonicalHeader,
+    /// The body holds more transactions than the header's gas limit allows (see
+    /// [`max_txs_for`](crate::max_txs_for)).
+    #[error("{count} transactions, more than the {max} the block's gas limit allows")]
+    TooManyTransactions {
+        /// How many the body holds.
+        count: usize,
+        /// The most the gas limit allows.
+        max: usize,
+    },
     /// The body's transactions do not hash to the header's `transactions_root`.
     #[error("transactions root mismatch: header has {expected}, body gives {computed}")]
     TransactionsRootMismatch {

@@ -29,7 +29,9 @@ pub mod rlp_list;
 mod stream;
 mod transactions;
 
-pub use block::{BlockParts, decode_block, encode_block, encode_block_parts, split_block};
+pub use block::{
+    BlockParts, decode_block, encode_block, encode_block_parts, max_txs_for, split_block,
+};
 pub use error::CodecError;
 pub use indexed::{IndexedList, encode_indexed};
 pub use stream::split_block_stream;

@@ -16,8 +16,12 @@ pub fn encode_transactions(txs: &[SignedTx]) -> Result<Vec<u8>, CodecError> {
 /// item, which must decode to one transaction spanning exactly its bytes. Each
 /// transaction's hash is computed from its exact bytes in the same parallel pass.
 pub fn decode_transactions(bytes: &[u8]) -> Result<Vec<SignedTx>, CodecError> {
-    IndexedList::parse(bytes)?
-        .par_decode(SignedTx::decode)
+    decode_list(&IndexedList::parse(bytes)?)
+}
+
+/// [`decode_transactions`] of a list whose framing is already checked.
+pub(crate) fn decode_list(list: &IndexedList<'_>) -> Result<Vec<SignedTx>, CodecError> {
+    list.par_decode(SignedTx::decode)
         .map_err(|(index, source)| CodecError::Transaction { index, source })
 }
 
@@ -25,8 +29,12 @@ pub fn decode_transactions(bytes: &[u8]) -> Result<Vec<SignedTx>, CodecError> {
 /// the serial baseline of the decode stage (same checks, same result as
 /// [`decode_transactions`]).
 pub fn decode_transactions_serial(bytes: &[u8]) -> Result<Vec<SignedTx>, CodecError> {
-    IndexedList::parse(bytes)?
-        .iter()
+    decode_list_serial(&IndexedList::parse(bytes)?)
+}
+
+/// [`decode_transactions_serial`] of a list whose framing is already checked.
+pub(crate) fn decode_list_serial(list: &IndexedList<'_>) -> Result<Vec<SignedTx>, CodecError> {
+    list.iter()
         .enumerate()
         .map(|(index, item)| {
             SignedTx::decode(item).map_err(|source| CodecError::Transaction { index, source })

@@ -94,8 +94,8 @@ pub enum Exit {
     /// The process got SIGTERM.
     Terminated,
     /// A part the node cannot live without ended by itself: the thread that makes
-    /// blocks or a validator's consensus engine failed (an error, a panic; see
-    /// [`Stopped::error`]).
+    /// blocks, a validator's consensus engine, the JSON-RPC server or a task of the P2P
+    /// network or gossip failed (an error, a panic; see [`Stopped::error`]).
     Ended,
 }
 
@@ -183,7 +183,8 @@ impl RunningNode {
             pool_config.max_per_sender = max;
         }
         let pool = Arc::new(TxPool::new(pool_config, cache));
-        let producer = BlockProducer::new(chain, view.clone(), pool.clone(), config.block_txs);
+        let producer = BlockProducer::new(chain, view.clone(), pool.clone(), config.block_txs)
+            .with_fill_rounds(config.block_fill_rounds);
         let parts = Parts {
             config,
             datadir,
@@ -240,8 +241,8 @@ impl RunningNode {
     }
 
     /// Blocks until the process gets SIGINT or SIGTERM, or a part the node cannot live
-    /// without (the thread that makes blocks, a validator's consensus engine) ends by
-    /// itself. Installs the process's handlers for both signals, for good.
+    /// without (the thread that makes blocks, a validator's consensus engine, the JSON-RPC
+    /// server, the P2P network and gossip) ends by itself. Installs the process's handlers for both signals, for good.
     pub fn wait(&self) -> Result<Exit, LaunchError> {
         let running = self
             .running
@@ -338,7 +339,8 @@ impl Parts {
             producer,
         } = self;
         let (heads, _) = broadcast::channel::<Arc<Produced>>(1_024);
-        let p2p = match &config.p2p {
+        let (supervisor, ended) = Supervisor::new();
+        let mut p2p = match &config.p2p {
             Some(p2p_config) => {
                 // A validator's consensus channels register once its engine is built,
                 // while the other validators already send to it.
@@ -359,6 +361,12 @@ impl Parts {
             }
             None => None,
         };
+        for (part, task) in p2p
+            .iter_mut()
+            .flat_map(|p2p| std::mem::take(&mut p2p.tasks))
+        {
+            supervisor.watch(part, task);
+        }
         let network = p2p.as_ref().map(|p2p| p2p.network.clone());
         let ctx = NodeContext {
             view: view.clone(),
@@ -367,9 +375,11 @@ impl Parts {
             admitted: p2p.as_ref().map(|p2p| p2p.admitted.clone()),
             config: config.rpc.clone(),
         };
-        let server = stave_rpc::start(ctx).await?;
+        let mut server = stave_rpc::start(ctx).await?;
+        if let Some(task) = server.take_task() {
+            supervisor.watch("JSON-RPC server", task);
+        }
         let rpc_addr = server.addr();
-        let (supervisor, ended) = Supervisor::new();
         let (making_blocks, chain, validator, p2p) = match (&config.role, p2p) {
             (Role::Validator(consensus), Some(p2p)) => {
                 let started = validator::start(
@@ -447,5 +457,48 @@ impl Parts {
             temp_dir: None,
         };
         Ok((node, tasks))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{P2pConfig, P2pLimits, files::write_new};
+
+    /// A dev producer with a `[p2p]` section (an identity of a fresh chain CA, no peers).
+    fn producer_with_p2p(dir: &Path) -> NodeConfig {
+        let ca = stave_net::ChainCa::generate("test chain").expect("a CA");
+        let identity = ca.issue("node0.stave").expect("a certificate");
+        let ((ca_pem, _), (cert, key)) = (ca.to_pem(), identity.to_pem());
+        let path = |name: &str| dir.join(name);
+        write_new(&path("ca.pem"), &ca_pem, false).expect("writes");
+        write_new(&path("node.pem"), &cert, false).expect("writes");
+        write_new(&path("node.key"), &key, true).expect("writes");
+        let mut config = NodeConfig::dev().expect("the dev chain");
+        config.p2p = Some(P2pConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ca: path("ca.pem"),
+            cert: path("node.pem"),
+            key: path("node.key"),
+            allowed: vec![identity.node_id().expect("an id")],
+            peers: Vec::new(),
+            block_sources: Vec::new(),
+            limits: P2pLimits::default(),
+        });
+        config.in_process()
+    }
+
+    #[test]
+    fn a_node_whose_network_stops_by_itself_ends_and_says_so() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let node = RunningNode::start(producer_with_p2p(dir.path())).expect("starts");
+        // The network's tasks end as if they had died (the node is not stopping).
+        node.network.as_ref().expect("P2P").shutdown();
+        assert_eq!(node.wait().expect("waits"), Exit::Ended);
+        let error = node.stop().expect("stops").error.expect("a failure");
+        assert!(
+            matches!(error, LaunchError::Ended("P2P accept loop")),
+            "{error}"
+        );
     }
 }

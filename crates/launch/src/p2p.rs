@@ -7,7 +7,7 @@ use bytes::Bytes;
 use stave_consensus::CatchingUp;
 use stave_net::{
     BlockSenders, BlockSource, Gossip, GossipConfig, Network, NetworkConfig, NodeId, NodeIdentity,
-    NodeTls, ReceivedBlock, TxAdmission,
+    NodeTls, ReceivedBlock, Task, TxAdmission,
 };
 use stave_node::{ChainView, encoded_block};
 use stave_primitives::ChainSpec;
@@ -32,6 +32,8 @@ pub(crate) struct P2p {
     pub catching_up: Arc<CatchingUp>,
     /// How far ahead of its head a follower holds peers' blocks.
     pub future_blocks: u64,
+    /// The network's and gossip's long-lived tasks, for the node's supervisor to watch.
+    pub tasks: Vec<Task>,
 }
 
 /// What admits the transactions peers gossip: the txpool, against the newest state.
@@ -192,7 +194,7 @@ pub(crate) async fn start(
     );
     let (admitted, mut submitted) = mpsc::unbounded_channel::<Vec<u8>>();
     let announcer = gossip.clone();
-    tokio::spawn(async move {
+    let announcing = tokio::spawn(async move {
         while let Some(first) = submitted.recv().await {
             let mut txs = vec![Bytes::from(first)];
             while let Ok(more) = submitted.try_recv() {
@@ -201,6 +203,9 @@ pub(crate) async fn start(
             announcer.announce_txs(txs);
         }
     });
+    let mut tasks = network.take_tasks();
+    tasks.extend(gossip.take_tasks());
+    tasks.push(("gossip announcer", announcing));
     Ok(P2p {
         network,
         gossip,
@@ -208,6 +213,7 @@ pub(crate) async fn start(
         admitted,
         catching_up,
         future_blocks: config.limits.future_blocks,
+        tasks,
     })
 }
 

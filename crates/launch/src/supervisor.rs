@@ -1,10 +1,12 @@
 //! Supervision of the parts a node cannot live without: the thread that makes blocks (the
-//! producer or follower loop, or a validator's chain actor) and a validator's consensus
-//! engine. Each runs on a thread of its own under a [`Supervisor`]; however it ends (an
-//! error, a panic, or returning while the node is not stopping) the node hears of it at
-//! once ([`RunningNode::wait`](crate::RunningNode::wait) returns) and reports the first
+//! producer or follower loop, or a validator's chain actor), a validator's consensus
+//! engine, the JSON-RPC server and the P2P network's and gossip's tasks. Threads run under
+//! a [`Supervisor`] ([`Supervisor::spawn`]), tasks are watched by it
+//! ([`Supervisor::watch`]); however one ends (an error, a panic, or returning while the
+//! node is not stopping) the node hears of it at once
+//! ([`RunningNode::wait`](crate::RunningNode::wait) returns) and reports the first
 //! failure, rather than run on half-alive: answering JSON-RPC while no block is made or
-//! voted.
+//! voted, or making blocks no client or peer can reach.
 
 use std::{
     any::Any,
@@ -104,6 +106,26 @@ impl Supervisor {
             .map_err(LaunchError::io(format!("starting the {part}")))
     }
 
+    /// Watches `task`, the node's `part`, which runs until the node stops: its end is
+    /// reported as a thread's is ([`Supervisor::spawn`]), a cancellation (its runtime shut
+    /// down) while the node is not stopping as [`LaunchError::Ended`]. Call it within a
+    /// tokio runtime that lives as long as the node (the watcher runs on it).
+    pub fn watch(&self, part: Part, task: tokio::task::JoinHandle<()>) {
+        let supervisor = self.clone();
+        tokio::spawn(async move {
+            let result = match task.await {
+                Err(error) if error.is_panic() => Err(LaunchError::Panicked {
+                    part,
+                    message: panic_message(&*error.into_panic()),
+                }),
+                // Returned, or cancelled as the node's runtimes shut down.
+                _ if supervisor.stopping() => Ok(()),
+                Ok(()) | Err(_) => Err(LaunchError::Ended(part)),
+            };
+            supervisor.ended(part, result);
+        });
+    }
+
     /// Records that `part` ended with `result`.
     fn ended(&self, part: Part, result: Result<(), LaunchError>) {
         if let Err(error) = result {
@@ -196,6 +218,62 @@ mod tests {
             matches!(failure, LaunchError::Ended("block producer")),
             "{failure}"
         );
+    }
+
+    /// The first part that ended, once one has.
+    async fn first_to_end(first: &mut watch::Receiver<Option<Part>>) -> Option<Part> {
+        let ended = first
+            .wait_for(Option::is_some)
+            .await
+            .expect("the supervisor lives");
+        *ended
+    }
+
+    #[tokio::test]
+    async fn a_watched_task_that_panics_returns_or_is_cancelled_has_failed() {
+        let (supervisor, mut first) = Supervisor::new();
+        supervisor.watch(
+            "P2P accept loop",
+            tokio::spawn(async { panic!("listener gone") }),
+        );
+        assert_eq!(first_to_end(&mut first).await, Some("P2P accept loop"));
+        let failure = supervisor.take_failure().expect("a failure");
+        assert_eq!(
+            failure.to_string(),
+            "the P2P accept loop panicked: listener gone"
+        );
+
+        let (supervisor, mut first) = Supervisor::new();
+        supervisor.watch("JSON-RPC server", tokio::spawn(async {}));
+        assert_eq!(first_to_end(&mut first).await, Some("JSON-RPC server"));
+        let failure = supervisor.take_failure().expect("a failure");
+        assert!(
+            matches!(failure, LaunchError::Ended("JSON-RPC server")),
+            "{failure}"
+        );
+
+        let (supervisor, mut first) = Supervisor::new();
+        let forever = tokio::spawn(std::future::pending::<()>());
+        forever.abort();
+        supervisor.watch("gossip", forever);
+        assert_eq!(first_to_end(&mut first).await, Some("gossip"));
+        assert!(supervisor.take_failure().is_some(), "a cancelled task");
+    }
+
+    #[tokio::test]
+    async fn a_watched_task_that_ends_while_the_node_stops_has_not_failed() {
+        let (supervisor, mut first) = Supervisor::new();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        supervisor.watch(
+            "JSON-RPC server",
+            tokio::spawn(async {
+                let _ = released.await;
+            }),
+        );
+        supervisor.stop();
+        release.send(()).expect("the task waits");
+        assert_eq!(first_to_end(&mut first).await, Some("JSON-RPC server"));
+        assert!(supervisor.take_failure().is_none());
     }
 
     #[test]

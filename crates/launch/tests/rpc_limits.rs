@@ -2,7 +2,8 @@
 //! bounded and over its bound gets a typed error; answers that would outgrow the response
 //! cap are refused; and under 64 concurrent full-range log scans and fee histories every
 //! request gets an answer or a "busy" error, the node keeps making blocks, and its memory
-//! stays bounded.
+//! stays bounded. A WebSocket holds at most its cap of subscriptions, and is pinged; one
+//! that answers no ping is dropped.
 
 mod support;
 
@@ -16,12 +17,17 @@ use std::{
 
 use serde_json::{Value, json};
 use stave_launch::{NodeConfig, RunningNode};
-use support::{JsonRpc, account, height, send_transfers, transfer, wait_final, wait_for};
+use support::{
+    JsonRpc, account, height, send_transfers, transfer, wait_final, wait_for,
+    ws::{PING, PONG, WebSocket},
+};
 
 /// go-ethereum's and this node's code for a request over a limit, or a busy server.
 const LIMIT_EXCEEDED: i64 = -32005;
 /// JSON-RPC's code for invalid parameters.
 const INVALID_PARAMS: i64 = -32602;
+/// jsonrpsee's code for a subscription over a connection's cap.
+const TOO_MANY_SUBSCRIPTIONS: i64 = -32006;
 
 /// The error code and message of a failed call.
 fn error(response: &Value) -> (i64, String) {
@@ -231,6 +237,7 @@ fn connections_per_address_are_capped_and_idle_ones_closed() {
     let mut config = NodeConfig::dev().expect("dev chain").in_process();
     config.rpc.max_connections_per_ip = 3;
     config.rpc.idle_timeout = Duration::from_secs(3);
+    config.rpc.ws_ping_interval = Duration::from_secs(1);
     let node = RunningNode::start(config).expect("starts");
     let open = |read_timeout: Duration| {
         let stream = TcpStream::connect(node.rpc_addr()).expect("connects");
@@ -275,5 +282,96 @@ fn an_rpc_port_in_use_is_a_clear_error() {
     assert!(
         error.contains("`rpc_addr`") && error.contains("cannot be listened on"),
         "{error}"
+    );
+}
+
+#[test]
+fn a_websocket_holds_at_most_its_cap_of_subscriptions_and_the_earlier_ones_keep_working() {
+    let mut config = NodeConfig::dev().expect("dev chain").in_process();
+    config.block_time = Duration::from_millis(200);
+    config.rpc.max_subscriptions_per_connection = 2;
+    let node = RunningNode::start(config).expect("starts");
+    let connect = || WebSocket::connect(node.rpc_addr(), Duration::from_secs(10));
+    let subscribe = |ws: &mut WebSocket| {
+        let id = ws.request("eth_subscribe", json!(["newHeads"]));
+        ws.answer(id)
+    };
+    let mut ws = connect();
+    let ids: Vec<Value> = (0..2)
+        .map(|_| subscribe(&mut ws)["result"].clone())
+        .collect();
+    assert!(ids.iter().all(Value::is_string), "{ids:?}");
+    let refused = subscribe(&mut ws);
+    let (code, message) = error(&refused);
+    assert_eq!(code, TOO_MANY_SUBSCRIPTIONS, "{refused}");
+    assert_eq!(message, "Too many subscriptions on the connection");
+    assert_eq!(refused["error"]["data"], json!("Exceeded max limit of 2"));
+
+    // Both earlier subscriptions still hear of new blocks.
+    let mut heard = std::collections::HashSet::new();
+    while heard.len() < 2 {
+        let message = ws.message().expect("notifications");
+        if message["method"] == json!("eth_subscription") {
+            let subscription = message["params"]["subscription"].clone();
+            assert!(ids.contains(&subscription), "{message}");
+            assert!(
+                message["params"]["result"]["number"].is_string(),
+                "{message}"
+            );
+            heard.insert(subscription.to_string());
+        }
+    }
+
+    // Unsubscribing frees a slot (once the subscription's task has ended).
+    let id = ws.request("eth_unsubscribe", json!([ids[0]]));
+    assert_eq!(ws.answer(id)["result"], json!(true));
+    let mut again = Value::Null;
+    wait_for("a freed slot", Duration::from_secs(5), || {
+        again = subscribe(&mut ws);
+        again["result"].is_string()
+    });
+    assert!(subscribe(&mut ws)["error"].is_object(), "full again");
+    // The cap is per connection.
+    assert!(subscribe(&mut connect())["result"].is_string());
+}
+
+#[test]
+fn websockets_are_pinged_and_one_that_never_answers_is_dropped() {
+    let mut config = NodeConfig::dev().expect("dev chain").in_process();
+    config.rpc.ws_ping_interval = Duration::from_millis(300);
+    config.rpc.idle_timeout = Duration::from_secs(1);
+    let node = RunningNode::start(config).expect("starts");
+    let addr = node.rpc_addr();
+    // A client that reads but never answers a ping.
+    let silent = std::thread::spawn(move || {
+        let mut ws = WebSocket::connect(addr, Duration::from_secs(10));
+        let started = Instant::now();
+        let mut pings = 0;
+        while let Some((opcode, _)) = ws.frame() {
+            pings += u32::from(opcode == PING);
+        }
+        (pings, started.elapsed())
+    });
+    // A client that answers every ping, and sends nothing else.
+    let mut answering = WebSocket::connect(addr, Duration::from_secs(10));
+    let started = Instant::now();
+    let mut pings = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        let (opcode, payload) = answering.frame().expect("still connected");
+        if opcode == PING {
+            pings += 1;
+            answering.send(PONG, &payload);
+        }
+    }
+    // One every 300 ms: about 10 in 3 s.
+    assert!((5..=20).contains(&pings), "{pings} pings in 3 s");
+    // Three idle timeouts on, the answering client is still served.
+    let id = answering.request("eth_chainId", json!([]));
+    assert_eq!(answering.answer(id)["result"], json!("0x539"));
+    let (pings, lived) = silent.join().expect("the silent client");
+    assert!(pings >= 1, "the silent client was pinged");
+    assert!(
+        lived >= Duration::from_secs(1) && lived < Duration::from_secs(3),
+        "the silent client was dropped after {lived:?}"
     );
 }

@@ -21,7 +21,7 @@ use alloy_primitives::{B256, keccak256};
 use alloy_rlp::{Decodable, Encodable};
 use bytes::Bytes;
 use siphasher::sip::SipHasher13;
-use stave_codec::{IndexedList, encode_block_parts, encode_indexed};
+use stave_codec::{IndexedList, encode_block_parts, encode_indexed, max_txs_for};
 use stave_primitives::{Header, merkle_root};
 
 /// Bytes of one short id.
@@ -85,16 +85,6 @@ pub fn short_id(block_hash: &B256, tx_hash: &B256) -> u64 {
     hasher.write(tx_hash.as_slice());
     hasher.finish()
 }
-
-/// Most transactions a block with `header` can hold: each costs at least 21,000 gas
-/// (a plain transfer's intrinsic gas), and the block's gas is at most its gas limit. A
-/// peer's block declaring more is refused before anything is allocated for them.
-pub fn max_txs_for(header: &Header) -> usize {
-    usize::try_from(header.gas_limit / MIN_TX_GAS).unwrap_or(usize::MAX)
-}
-
-/// The least gas any transaction uses.
-const MIN_TX_GAS: u64 = 21_000;
 
 fn sip_keys(block_hash: &B256) -> (u64, u64) {
     let word = |at: usize| {

@@ -26,6 +26,7 @@ use crate::{
     frame::{Frame, ProtocolId},
     peers::{Inbound, NetError, Network, short_id},
     score::{NodeId, Offence},
+    tasks::{Task, Tasks},
 };
 
 mod serve;
@@ -183,6 +184,8 @@ struct Inner {
     state: Mutex<State>,
     batches: mpsc::UnboundedSender<(Option<NodeId>, Vec<Bytes>)>,
     blocks_out: mpsc::Sender<ReceivedBlock>,
+    /// Its loops and request servers, until handed out.
+    tasks: Tasks,
 }
 
 /// Gossip on a [`Network`]; clones share it.
@@ -228,14 +231,22 @@ impl Gossip {
                 source,
                 batches,
                 blocks_out,
+                tasks: Tasks::default(),
             }),
         };
-        tokio::spawn(gossip.clone().batch_loop(batch_queue));
-        tokio::spawn(gossip.clone().tx_loop(txs));
-        tokio::spawn(gossip.clone().greet_loop(connected));
-        tokio::spawn(gossip.clone().compact_loop(compact));
+        let tasks = &gossip.inner.tasks;
+        tasks.spawn("gossip batcher", gossip.clone().batch_loop(batch_queue));
+        tasks.spawn("gossip transaction loop", gossip.clone().tx_loop(txs));
+        tasks.spawn("gossip greeter", gossip.clone().greet_loop(connected));
+        tasks.spawn("gossip block loop", gossip.clone().compact_loop(compact));
         gossip.serve(requests, block_requests, sender_requests);
         (gossip, blocks)
+    }
+
+    /// The long-lived tasks it started and has not handed out yet (see [`Task`]), for a
+    /// watcher: each runs as long as the network.
+    pub fn take_tasks(&self) -> Vec<Task> {
+        self.inner.tasks.take()
     }
 
     /// Gossips transactions this node admitted itself (from RPC): those not seen before go

@@ -40,6 +40,7 @@ use lane::{Budget, Lane, Refused};
 use crate::{
     frame::{Frame, FrameConfig, FrameError, ProtocolId, VERSION, encode_frame},
     score::{NodeId, Offence, PeerScores, ScoreConfig, Verdict},
+    tasks::{Task, Tasks},
     tls::NodeTls,
 };
 
@@ -207,6 +208,8 @@ struct Shared {
     /// Each peer as its connection is established (see [`Network::connected_peers`]).
     connected: broadcast::Sender<NodeId>,
     shutdown: CancellationToken,
+    /// The accept loop and the diallers, until handed out.
+    tasks: Tasks,
 }
 
 /// A running peer manager; clones share it. Dropping every clone does not stop it: call
@@ -258,12 +261,23 @@ impl Network {
             connections: AtomicU64::new(0),
             connected: broadcast::Sender::new(CONNECTED_BACKLOG),
             shutdown: CancellationToken::new(),
+            tasks: Tasks::default(),
         });
-        tokio::spawn(accept_loop(shared.clone(), listener));
+        shared
+            .tasks
+            .spawn("P2P accept loop", accept_loop(shared.clone(), listener));
         for peer in peers {
-            tokio::spawn(dial_loop(shared.clone(), peer));
+            shared
+                .tasks
+                .spawn("P2P dialler", dial_loop(shared.clone(), peer));
         }
         Ok(Network { shared, local_addr })
+    }
+
+    /// The long-lived tasks it started and has not handed out yet (see [`Task`]), for a
+    /// watcher: each runs until [`Network::shutdown`].
+    pub fn take_tasks(&self) -> Vec<Task> {
+        self.shared.tasks.take()
     }
 
     /// This node's id.

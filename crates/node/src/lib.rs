@@ -32,4 +32,6 @@ pub use chain::{
 };
 pub use error::ImportError;
 pub use prefetch::Prefetcher;
-pub use producer::{BlockProducer, ChainView, Produced, ViewError, unix_seconds};
+pub use producer::{
+    BlockProducer, ChainView, DEFAULT_FILL_ROUNDS, Produced, ViewError, unix_seconds,
+};

@@ -126,11 +126,14 @@ pub struct BlockProducer<'s> {
     view: Arc<ChainView<'s>>,
     pool: Arc<TxPool>,
     max_block_txs: usize,
+    /// How many times a block is built at most (see [`DEFAULT_FILL_ROUNDS`]).
+    fill_rounds: usize,
 }
 
 impl<'s> BlockProducer<'s> {
     /// A producer committing through `chain`, publishing through `view`, taking at most
-    /// `max_block_txs` transactions per block from `pool`.
+    /// `max_block_txs` transactions per block from `pool`, building each block at most
+    /// [`DEFAULT_FILL_ROUNDS`] times.
     pub fn new(
         chain: Chain<'s>,
         view: Arc<ChainView<'s>>,
@@ -142,7 +145,15 @@ impl<'s> BlockProducer<'s> {
             view,
             pool,
             max_block_txs,
+            fill_rounds: DEFAULT_FILL_ROUNDS,
         }
+    }
+
+    /// The same producer building each block at most `rounds` times (the first build
+    /// and refills after selected transactions failed); 0 counts as 1.
+    pub fn with_fill_rounds(mut self, rounds: usize) -> Self {
+        self.fill_rounds = rounds;
+        self
     }
 
     /// Builds the next block from the pool's best transactions (possibly none: a chain
@@ -218,7 +229,7 @@ impl<'s> BlockProducer<'s> {
 
     /// Selects the pool's best transactions for a block on top of `ancestors` and executes
     /// them. A selected transaction that fails leaves the pool and the block is built again
-    /// from the rest (at most [`FILL_ROUNDS`] times), so one sender's failing transactions
+    /// from the rest (at most [`BlockProducer::with_fill_rounds`] times), so one sender's failing transactions
     /// do not leave its slots empty. Returns the block, the transactions it includes and
     /// how many failed.
     fn select_and_prepare(
@@ -256,7 +267,7 @@ impl<'s> BlockProducer<'s> {
             let failed = first_failures(&failed);
             dropped += failed.len();
             self.pool.discard(&failed, DropReason::FailedExecution);
-            if failed.is_empty() || round == FILL_ROUNDS {
+            if failed.is_empty() || round >= self.fill_rounds {
                 return Ok((prepared, included, dropped));
             }
             round += 1;
@@ -294,10 +305,10 @@ impl<'s> BlockProducer<'s> {
     }
 }
 
-/// How many times a block is built when selected transactions keep failing: the first
-/// build and refills. Each refill re-executes the block, so the bound keeps a producer
-/// that meets failing transactions within a few executions per block.
-const FILL_ROUNDS: usize = 3;
+/// How many times a block is built, by default, when selected transactions keep failing:
+/// the first build and refills. Each refill re-executes the block, so the bound keeps a
+/// producer that meets failing transactions within a few executions per block.
+pub const DEFAULT_FILL_ROUNDS: usize = 3;
 
 /// The hashes of the transactions among `failed` that failed on their own: each sender's
 /// lowest nonce. Its later ones failed only because that nonce was missing; they stay in

@@ -1,15 +1,17 @@
 //! Block production from the txpool, and state queries at recent blocks.
 
+mod support;
+
 use std::sync::Arc;
 
 use alloy_primitives::B256;
-use stave_node::{BlockProducer, Chain, ChainView, ViewError};
+use stave_node::{BlockProducer, ViewError};
 use stave_primitives::{Address, ChainSpec, DEFAULT_BASE_FEE, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder};
 use stave_state::{FLUSH_BATCH, KEPT_LAYERS};
 use stave_storage::LmdbStore;
-use stave_txpool::{PoolConfig, TxPool};
-use stave_verify::SenderCache;
+use stave_txpool::TxPool;
+use support::{OpenChain, open_chain};
 
 const CHAIN_ID: u64 = 1337;
 
@@ -33,22 +35,12 @@ fn produced_blocks_empty_the_pool_and_every_recent_state_stays_queryable() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = LmdbStore::open(dir.path(), 256 << 20).expect("opens");
     let spec = ChainSpec::dev(CHAIN_ID, 2);
-    let cache = Arc::new(SenderCache::new(1024));
-    let chain = Chain::open_with(
-        &store,
-        &spec,
-        2,
-        stave_node::Parallelism::Parallel,
-        Some(cache.clone()),
-    )
-    .expect("opens");
-    let view = Arc::new(ChainView::new(&chain, spec.clone()));
-    let layers = chain.layers();
-    let pool = Arc::new(TxPool::new(
-        PoolConfig::new(CHAIN_ID, spec.gas_limit()),
-        cache,
-    ));
-    let mut producer = BlockProducer::new(chain, view.clone(), pool.clone(), 100);
+    let OpenChain {
+        mut producer,
+        view,
+        pool,
+        layers,
+    } = open_chain(&store, &spec);
     let receiver = Address::repeat_byte(0x42);
     let balance_at = |number: Option<u64>| {
         view.with_state(number, |state, _| {
@@ -103,21 +95,8 @@ fn produced_blocks_empty_the_pool_and_every_recent_state_stays_queryable() {
 
 /// A producer over `store` with its own pool (sender cache shared with its chain).
 fn producer_over<'s>(store: &'s LmdbStore, spec: &ChainSpec) -> (BlockProducer<'s>, Arc<TxPool>) {
-    let cache = Arc::new(SenderCache::new(1024));
-    let chain = Chain::open_with(
-        store,
-        spec,
-        2,
-        stave_node::Parallelism::Parallel,
-        Some(cache.clone()),
-    )
-    .expect("opens");
-    let view = Arc::new(ChainView::new(&chain, spec.clone()));
-    let pool = Arc::new(TxPool::new(
-        PoolConfig::new(CHAIN_ID, spec.gas_limit()),
-        cache,
-    ));
-    (BlockProducer::new(chain, view, pool.clone(), 100), pool)
+    let OpenChain { producer, pool, .. } = open_chain(store, spec);
+    (producer, pool)
 }
 
 #[test]
@@ -219,15 +198,11 @@ fn blocks_built_on_uncommitted_parents_commit_to_the_chain_a_plain_import_makes(
     assert!(roots.iter().all(|root| *root == roots[0]));
 }
 
-#[test]
-fn a_block_is_filled_from_the_rest_when_selected_transactions_fail() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = LmdbStore::open(dir.path(), 256 << 20).expect("opens");
-    let spec = ChainSpec::dev(CHAIN_ID, 2);
-    let (mut producer, pool) = producer_over(&store, &spec);
-    // Account 5 has nothing on this chain, but the pool admitted its transactions against
-    // a state that funds it (as a pool whose view of a balance is stale would): a full
-    // block of them, paying the most, is selected first and fails at execution.
+/// Fills `pool` (of a 2-account dev chain) with a full block of transactions that fail at
+/// execution, paying the most, and 3 good ones. Account 5 has nothing on the chain, but
+/// the pool admitted its transactions against a state that funds it (as a pool whose view
+/// of a balance is stale would).
+fn add_failing_and_good(pool: &TxPool) {
     let funded_elsewhere = stave_exec::MemoryState::from_genesis(&ChainSpec::dev(CHAIN_ID, 6));
     let failing: Vec<_> = (0..100)
         .map(|nonce| transfer_from(5, nonce, 1, 4))
@@ -237,6 +212,16 @@ fn a_block_is_filled_from_the_rest_when_selected_transactions_fail() {
     let good: Vec<_> = (0..3).map(|nonce| transfer_from(1, nonce, 1, 2)).collect();
     let added = pool.add(&good, &funded_elsewhere, DEFAULT_BASE_FEE);
     assert!(added.iter().all(Result::is_ok), "{added:?}");
+}
+
+#[test]
+fn a_block_is_filled_from_the_rest_when_selected_transactions_fail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 256 << 20).expect("opens");
+    let spec = ChainSpec::dev(CHAIN_ID, 2);
+    let (mut producer, pool) = producer_over(&store, &spec);
+    // The failing transactions are selected first and fail at execution.
+    add_failing_and_good(&pool);
 
     let produced = producer.produce(1).expect("produces");
     // The block holds the rest, not nothing; only account 5's first transaction failed on
@@ -260,4 +245,23 @@ fn a_block_is_filled_from_the_rest_when_selected_transactions_fail() {
         (produced.block.transactions().len(), produced.dropped),
         (0, 0)
     );
+}
+
+#[test]
+fn one_fill_round_builds_a_block_once_without_a_refill() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 256 << 20).expect("opens");
+    let spec = ChainSpec::dev(CHAIN_ID, 2);
+    let (producer, pool) = producer_over(&store, &spec);
+    let mut producer = producer.with_fill_rounds(1);
+    add_failing_and_good(&pool);
+    // Built once: the failing selection leaves the block empty, and is not refilled.
+    let produced = producer.produce(1).expect("produces");
+    assert_eq!(
+        (produced.block.transactions().len(), produced.dropped),
+        (0, 1)
+    );
+    // The good ones wait for the next block.
+    let produced = producer.produce(2).expect("produces");
+    assert_eq!(produced.block.transactions().len(), 3);
 }

@@ -1,9 +1,11 @@
 //! Checks that bound a request's memory before its work starts: the size of log filters,
 //! and the size of an answer as it is built ([`ResponseBudget`]), so an answer over the
-//! response cap is refused before it is whole rather than after.
+//! response cap is refused before it is whole rather than after. The budget serializes
+//! each item once: what it counted is what is sent ([`Json`]).
 
 use alloy_rpc_types_eth::Filter;
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use crate::{config::RpcConfig, error::RpcError};
 
@@ -44,14 +46,16 @@ impl ResponseBudget {
         Self { left: cap, cap }
     }
 
-    /// Counts `item`'s JSON size against the budget; over it, the error says what the
-    /// answer held and `hint` says what to ask instead.
+    /// Serializes `item` and counts its JSON against the budget; over it, the error says
+    /// what the answer held and `hint` says what to ask instead. Returns the JSON, to be
+    /// sent as it is.
     pub(crate) fn charge(
         &mut self,
         item: &impl Serialize,
         hint: impl FnOnce() -> String,
-    ) -> Result<(), RpcError> {
-        let size = json_size(item).saturating_add(1);
+    ) -> Result<Json, RpcError> {
+        let json = serde_json::value::to_raw_value(item).map_err(RpcError::internal)?;
+        let size = json.get().len().saturating_add(1);
         self.left = self.left.checked_sub(size).ok_or_else(|| {
             RpcError::LimitExceeded(format!(
                 "response exceeds the {} byte limit. {}",
@@ -59,27 +63,12 @@ impl ResponseBudget {
                 hint()
             ))
         })?;
-        Ok(())
+        Ok(json)
     }
 }
 
-/// The length of `value`'s JSON, counted without building it.
-fn json_size(value: &impl Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Counting cannot fail; a value that does not serialize counts as what it wrote.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
+/// One item of an answer, already serialized (by [`ResponseBudget::charge`]).
+pub type Json = Box<RawValue>;
 
 #[cfg(test)]
 mod tests {
@@ -126,7 +115,8 @@ mod tests {
         };
         let mut budget = ResponseBudget::new(&config);
         // "\"abc\"" is 5 bytes, plus one for the separator.
-        budget.charge(&"abc", String::new).expect("6 of 10");
+        let json = budget.charge(&"abc", String::new).expect("6 of 10");
+        assert_eq!(json.get(), "\"abc\"");
         let error = budget
             .charge(&"abc", || "Ask for less.".into())
             .expect_err("12 of 10");

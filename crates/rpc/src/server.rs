@@ -11,7 +11,7 @@ use jsonrpsee::{
 };
 use stave_node::{ChainView, Produced};
 use stave_txpool::TxPool;
-use tokio::sync::broadcast;
+use tokio::{sync::broadcast, task::JoinHandle};
 
 use crate::{
     config::RpcConfig,
@@ -50,6 +50,8 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 pub struct RpcServer {
     addr: SocketAddr,
     handle: ServerHandle,
+    /// The task that accepts and serves connections, until taken.
+    serving: Option<JoinHandle<()>>,
     /// `None` once stopped.
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -58,6 +60,13 @@ impl RpcServer {
     /// Where it listens, with the port bound.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The task that accepts and serves connections, for a supervisor to watch (once: it
+    /// is taken). It ends only when the server is stopped, or if it panics; its end
+    /// otherwise means no client is served any more.
+    pub fn take_task(&mut self) -> Option<JoinHandle<()>> {
+        self.serving.take()
     }
 
     /// Stops accepting, lets open connections finish (for at most [`STOP_GRACE`]), and
@@ -120,7 +129,7 @@ pub async fn start(ctx: NodeContext) -> Result<RpcServer, RpcError> {
         .build()
         .map_err(|error| RpcError::Internal(format!("cannot start the RPC runtime: {error}")))?;
     let served = runtime.spawn(serve(ctx)).await;
-    let (addr, handle) = match served.map_err(RpcError::internal).and_then(|bound| bound) {
+    let (addr, handle, serving) = match served.map_err(RpcError::internal).and_then(|bound| bound) {
         Ok(bound) => bound,
         Err(error) => {
             // Dropping a runtime blocks, which this async caller must not do.
@@ -131,12 +140,13 @@ pub async fn start(ctx: NodeContext) -> Result<RpcServer, RpcError> {
     Ok(RpcServer {
         addr,
         handle,
+        serving: Some(serving),
         runtime: Some(runtime),
     })
 }
 
-/// Binds and serves, on the runtime this runs on.
-async fn serve(ctx: NodeContext) -> Result<(SocketAddr, ServerHandle), RpcError> {
+/// Binds and serves, on the runtime this runs on; returns the serving task too.
+async fn serve(ctx: NodeContext) -> Result<(SocketAddr, ServerHandle, JoinHandle<()>), RpcError> {
     let config = ctx.config.clone();
     let server_config = ServerConfig::builder()
         .max_request_body_size(config.max_request_bytes)
@@ -159,8 +169,8 @@ async fn serve(ctx: NodeContext) -> Result<(SocketAddr, ServerHandle), RpcError>
     let addr = listener.local_addr().map_err(RpcError::internal)?;
     let (stop, handle) = stop_channel();
     let methods = methods(ctx)?.into();
-    tokio::spawn(accept_loop(listener, server_config, methods, stop, config));
-    Ok((addr, handle))
+    let serving = tokio::spawn(accept_loop(listener, server_config, methods, stop, config));
+    Ok((addr, handle, serving))
 }
 
 /// Subscription ids as go-ethereum makes them (`0x` and 32 hex digits), which some

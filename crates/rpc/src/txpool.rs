@@ -1,18 +1,32 @@
 //! `txpool_*`: what waits for a block, in go-ethereum's shapes.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use jsonrpsee::{
     core::{RpcResult, async_trait},
     proc_macros::rpc,
 };
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::{
     convert::rpc_tx,
-    limits::ResponseBudget,
+    limits::{Json, ResponseBudget},
     rpc::{Outcome, Rpc},
 };
+
+/// Transactions by sender (checksummed) and nonce (decimal), as go-ethereum keys them.
+type BySender = BTreeMap<String, BTreeMap<String, Json>>;
+
+/// What `txpool_content` answers, each transaction serialized once, as the response
+/// budget counted it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolContent {
+    /// Transactions that can go in the next block.
+    pending: BySender,
+    /// Transactions behind a nonce gap or a balance they would exceed.
+    queued: BySender,
+}
 
 /// `txpool_*` methods.
 #[rpc(server)]
@@ -23,7 +37,7 @@ pub trait TxpoolApi {
     fn status(&self) -> RpcResult<Value>;
     /// Every pooled transaction by sender and nonce.
     #[method(name = "txpool_content")]
-    async fn content(&self) -> RpcResult<Value>;
+    async fn content(&self) -> RpcResult<PoolContent>;
 }
 
 #[async_trait]
@@ -44,27 +58,26 @@ impl TxpoolApiServer for Rpc {
         }))
     }
 
-    async fn content(&self) -> RpcResult<Value> {
+    async fn content(&self) -> RpcResult<PoolContent> {
         Ok(self.heavy(Rpc::pool_content).await?)
     }
 }
 
 impl Rpc {
     /// `txpool_content` on the calling thread (a worker's), within the response cap.
-    fn pool_content(&self) -> Outcome<Value> {
+    fn pool_content(&self) -> Outcome<PoolContent> {
         let mut budget = ResponseBudget::new(&self.ctx.config);
-        let mut pending = serde_json::Map::new();
-        let mut queued = serde_json::Map::new();
+        let (mut pending, mut queued) = (BySender::new(), BySender::new());
         for (sender, content) in self.ctx.pool.content() {
-            let mut by_nonce = |txs: &[Arc<stave_txpool::PoolTx>]| -> Outcome<Value> {
+            let mut by_nonce = |txs: &[Arc<stave_txpool::PoolTx>]| {
                 txs.iter()
                     .map(|tx| {
                         let rpc = rpc_tx(&tx.tx.tx, sender, None);
-                        budget.charge(&rpc, || "Ask for txpool_status instead.".into())?;
-                        Ok((tx.nonce.to_string(), json!(rpc)))
+                        let json =
+                            budget.charge(&rpc, || "Ask for txpool_status instead.".into())?;
+                        Ok((tx.nonce.to_string(), json))
                     })
-                    .collect::<Outcome<serde_json::Map<_, _>>>()
-                    .map(Value::from)
+                    .collect::<Outcome<BTreeMap<_, _>>>()
             };
             if !content.pending.is_empty() {
                 pending.insert(sender.to_checksum(None), by_nonce(&content.pending)?);
@@ -73,6 +86,6 @@ impl Rpc {
                 queued.insert(sender.to_checksum(None), by_nonce(&content.queued)?);
             }
         }
-        Ok(json!({ "pending": pending, "queued": queued }))
+        Ok(PoolContent { pending, queued })
     }
 }

@@ -393,3 +393,51 @@ async fn a_call_past_the_evm_timeout_is_stopped_and_the_node_keeps_serving() {
         .expect("answers");
     assert_eq!(balance.as_str().map(str::len), Some(66));
 }
+
+/// `eth_sendRawTransaction` recovers the sender on the server's own threads: a
+/// submission is admitted while every thread of rayon's global pool, which imports
+/// blocks, is busy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_is_admitted_while_the_import_pool_is_busy() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (addr, _server, _producer, pool, _layers, _store) =
+        serve(dir.path(), RpcConfig::default()).await;
+    let client = HttpClientBuilder::default()
+        .request_timeout(std::time::Duration::from_secs(30))
+        .build(format!("http://{addr}"))
+        .expect("client");
+    let (busy, released) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    for _ in 0..rayon::current_num_threads() {
+        let (busy, released) = (busy.clone(), released.clone());
+        rayon::spawn(move || {
+            busy.fetch_add(1, Ordering::SeqCst);
+            while !released.load(Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        });
+    }
+    while busy.load(Ordering::SeqCst) < rayon::current_num_threads() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+
+    let tx = rpc_checks::token_transfer(0);
+    let submitted = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        client.request::<B256, _>(
+            "eth_sendRawTransaction",
+            rpc_params![format!("0x{}", hex::encode(tx.encoded()))],
+        ),
+    )
+    .await;
+    released.store(true, Ordering::SeqCst);
+    let hash = submitted
+        .expect("answered while the global pool is busy")
+        .expect("admitted");
+    assert_eq!(hash, tx.hash());
+    assert!(pool.get(&hash).is_some());
+}

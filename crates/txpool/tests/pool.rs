@@ -88,12 +88,13 @@ fn nonces(pool: &TxPool, sender: u64) -> (Vec<u64>, Vec<u64>) {
         .unwrap_or_default()
 }
 
+/// One submission, as JSON-RPC makes it ([`TxPool::add_one`]: recovered on this thread).
 fn add_one(
     pool: &TxPool,
     state: &MemoryState,
     bytes: Vec<u8>,
 ) -> Result<alloy_primitives::B256, PoolError> {
-    pool.add(&[bytes], state, DEFAULT_BASE_FEE).remove(0)
+    pool.add_one(&bytes, state, DEFAULT_BASE_FEE)
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! What a [`NodeConfig`] is checked for before a node starts: values it cannot run with
-//! (a zero block time, pools that hold nothing, a map too small for LMDB), ports another
-//! process holds, and private key files that others can read. Each refusal names the
-//! config key (as the TOML file spells it) and what would work.
+//! (a zero block time, pools that hold nothing, a map too small for LMDB, WebSocket pings
+//! rarer than the idle timeout), ports another process holds, and private key files that
+//! others can read. Each refusal names the config key (as the TOML file spells it) and
+//! what would work.
 
 use std::{
     net::{SocketAddr, TcpListener},
@@ -92,6 +93,22 @@ impl NodeConfig {
             return Err(refuse(
                 "block_txs",
                 "is 0: a block must be able to hold at least 1 transaction",
+            ));
+        }
+        if self.block_fill_rounds == 0 {
+            return Err(refuse(
+                "block_fill_rounds",
+                "is 0: a block must be built at least once (1 builds it once, with no refill after failed transactions)",
+            ));
+        }
+        if self.rpc.ws_ping_interval >= self.rpc.idle_timeout {
+            return Err(refuse(
+                "[rpc] ws_ping_interval_ms",
+                format_args!(
+                    "({} ms) must be less than `[rpc] idle_timeout_ms` ({} ms): a WebSocket that answers no ping for the idle timeout is closed, so one must be sent before it",
+                    millis(self.rpc.ws_ping_interval),
+                    millis(self.rpc.idle_timeout)
+                ),
             ));
         }
         for (key, value) in [
@@ -254,8 +271,13 @@ mod tests {
         config
             .check()
             .expect("a validator with the defaults passes");
-        let cases: [(&str, Spoil); 9] = [
+        let cases: [(&str, Spoil); 11] = [
             ("`block_time_ms` is 0", |c| c.block_time = Duration::ZERO),
+            ("`block_fill_rounds` is 0", |c| c.block_fill_rounds = 0),
+            (
+                "`[rpc] ws_ping_interval_ms` (60000 ms) must be less than `[rpc] idle_timeout_ms` (60000 ms)",
+                |c| c.rpc.ws_ping_interval = c.rpc.idle_timeout,
+            ),
             ("`block_time_ms` is 600001 ms", |c| {
                 c.block_time = MAX_BLOCK_TIME + Duration::from_millis(1)
             }),

@@ -57,6 +57,9 @@ pub struct NodeConfig {
     pub block_time: Duration,
     /// Most transactions per block; a pool holding that many makes a block at once.
     pub block_txs: usize,
+    /// Most times a block is built when transactions selected for it fail (the first
+    /// build and refills from the rest of the pool); each build re-executes the block.
+    pub block_fill_rounds: usize,
     /// Most transactions in the txpool (`None`: the pool's default).
     pub pool_max_txs: Option<usize>,
     /// Most transactions per sender in the txpool (`None`: the pool's default).
@@ -170,6 +173,7 @@ impl NodeConfig {
             metrics_addr: Some(DEFAULT_METRICS_ADDR),
             block_time: DEFAULT_BLOCK_TIME,
             block_txs: DEFAULT_BLOCK_TXS,
+            block_fill_rounds: stave_node::DEFAULT_FILL_ROUNDS,
             pool_max_txs: None,
             pool_max_per_sender: None,
             role: Role::Producer,
@@ -261,6 +265,8 @@ struct FileConfig {
     metrics_addr: Option<SocketAddr>,
     block_time_ms: Option<u64>,
     block_txs: Option<usize>,
+    /// Most times a block is built when selected transactions fail.
+    block_fill_rounds: Option<usize>,
     /// Most transactions in the txpool.
     pool_max_txs: Option<usize>,
     /// Most transactions per sender in the txpool.
@@ -332,6 +338,7 @@ impl FileConfig {
             rpc.apply(&mut config.rpc, self.rpc_addr.is_some())?;
         }
         config.map_size = self.map_size.unwrap_or(config.map_size);
+        config.block_fill_rounds = self.block_fill_rounds.unwrap_or(config.block_fill_rounds);
         config.pool_max_txs = self.pool_max_txs;
         config.pool_max_per_sender = self.pool_max_per_sender;
         config.role = match (self.consensus, self.producer) {

@@ -1,6 +1,6 @@
 //! Helpers shared by the tests that start nodes in process: the JSON-RPC client the
-//! real-process tests use too, P2P identities for networks of nodes, testnets of
-//! validators, and the network tests' link-breaking proxy.
+//! real-process tests use too, a WebSocket client, P2P identities for networks of nodes,
+//! testnets of validators, and the network tests' link-breaking proxy.
 
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
@@ -8,6 +8,7 @@
 mod client;
 #[path = "../../../net/tests/support/proxy.rs"]
 pub mod proxy;
+pub mod ws;
 
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},

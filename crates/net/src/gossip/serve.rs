@@ -147,7 +147,10 @@ impl Gossip {
             (blocks, "blocks", answer_blocks),
             (senders, "senders", answer_senders),
         ] {
-            tokio::spawn(self.clone().answer_loop(inbound, what, Arc::new(answer)));
+            self.inner.tasks.spawn(
+                "gossip request server",
+                self.clone().answer_loop(inbound, what, Arc::new(answer)),
+            );
         }
     }
 

@@ -14,7 +14,7 @@ use stave_storage::read;
 use crate::{
     convert::{StoredBlock, rpc_block, rpc_receipts},
     error::RpcError,
-    limits::ResponseBudget,
+    limits::{Json, ResponseBudget},
     rpc::{Outcome, Rpc},
 };
 
@@ -42,7 +42,7 @@ pub trait EthBlocksApi {
     async fn block_tx_count_by_hash(&self, hash: B256) -> RpcResult<Option<U64>>;
     /// Every receipt of a block.
     #[method(name = "eth_getBlockReceipts")]
-    async fn block_receipts(&self, block: BlockId) -> RpcResult<Option<Vec<TransactionReceipt>>>;
+    async fn block_receipts(&self, block: BlockId) -> RpcResult<Option<Vec<Json>>>;
 }
 
 impl Rpc {
@@ -116,7 +116,7 @@ impl EthBlocksApiServer for Rpc {
             .await?)
     }
 
-    async fn block_receipts(&self, block: BlockId) -> RpcResult<Option<Vec<TransactionReceipt>>> {
+    async fn block_receipts(&self, block: BlockId) -> RpcResult<Option<Vec<Json>>> {
         let number = self.number_of(Some(block))?;
         Ok(self
             .heavy(move |rpc| {
@@ -124,11 +124,11 @@ impl EthBlocksApiServer for Rpc {
                     return Ok(None);
                 };
                 let mut budget = ResponseBudget::new(&rpc.ctx.config);
-                for receipt in &receipts {
-                    budget.charge(receipt, || {
-                        "Ask for the receipts one by one (eth_getTransactionReceipt).".into()
-                    })?;
-                }
+                let hint = || "Ask for the receipts one by one (eth_getTransactionReceipt).".into();
+                let receipts = receipts
+                    .iter()
+                    .map(|receipt| budget.charge(receipt, hint))
+                    .collect::<Outcome<_>>()?;
                 Ok(Some(receipts))
             })
             .await?)

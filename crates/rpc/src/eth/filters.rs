@@ -5,12 +5,13 @@
 
 mod installed;
 
-use alloy_primitives::{Bloom, U256};
-use alloy_rpc_types_eth::{Filter, FilterBlockOption, FilterChanges, Log};
+use alloy_primitives::{B256, Bloom, U256};
+use alloy_rpc_types_eth::{Filter, FilterBlockOption};
 use jsonrpsee::{
     core::{RpcResult, async_trait},
     proc_macros::rpc,
 };
+use serde::Serialize;
 use stave_storage::read;
 
 pub(crate) use installed::{FilterKind, Filters};
@@ -18,16 +19,27 @@ pub(crate) use installed::{FilterKind, Filters};
 use crate::{
     convert::{load_block, rpc_logs},
     error::RpcError,
-    limits::{ResponseBudget, check_filter},
+    limits::{Json, ResponseBudget, check_filter},
     rpc::{Outcome, Rpc},
 };
+
+/// What `eth_getFilterChanges` answers: a JSON array of block or transaction hashes, or
+/// of logs (serialized as the response budget counted them).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum FilterChanges {
+    /// Hashes of new blocks or newly admitted transactions (none: an empty array).
+    Hashes(Vec<B256>),
+    /// New logs, each already JSON.
+    Logs(Vec<Json>),
+}
 
 /// `eth_*` methods that find logs, at once or by installed filters.
 #[rpc(server)]
 pub trait EthFiltersApi {
     /// Logs matching a filter, from the bloom index.
     #[method(name = "eth_getLogs")]
-    async fn logs(&self, filter: Filter) -> RpcResult<Vec<Log>>;
+    async fn logs(&self, filter: Filter) -> RpcResult<Vec<Json>>;
     /// Installs a log filter for `eth_getFilterChanges`: logs of blocks from the next on.
     #[method(name = "eth_newFilter")]
     fn new_filter(&self, filter: Filter) -> RpcResult<U256>;
@@ -43,7 +55,7 @@ pub trait EthFiltersApi {
     async fn filter_changes(&self, id: U256) -> RpcResult<FilterChanges>;
     /// Every log an installed log filter matches, as `eth_getLogs` with its filter.
     #[method(name = "eth_getFilterLogs")]
-    async fn filter_logs(&self, id: U256) -> RpcResult<Vec<Log>>;
+    async fn filter_logs(&self, id: U256) -> RpcResult<Vec<Json>>;
     /// Removes an installed filter; false if there was none.
     #[method(name = "eth_uninstallFilter")]
     fn uninstall_filter(&self, id: U256) -> RpcResult<bool>;
@@ -79,7 +91,7 @@ impl Rpc {
             .head()?
             .min(next.saturating_add(self.ctx.config.max_log_blocks - 1));
         if next > to {
-            return Ok((FilterChanges::Empty, next));
+            return Ok((FilterChanges::Hashes(Vec::new()), next));
         }
         let changes = match filter {
             None => {
@@ -121,7 +133,7 @@ impl Rpc {
 
     /// The logs `filter` matches in blocks `from..=to`, within the configured limits on
     /// blocks scanned and logs and bytes returned.
-    fn logs_between(&self, filter: &Filter, from: u64, to: u64) -> Outcome<Vec<Log>> {
+    fn logs_between(&self, filter: &Filter, from: u64, to: u64) -> Outcome<Vec<Json>> {
         if from > to {
             return Ok(Vec::new());
         }
@@ -159,8 +171,7 @@ impl Rpc {
                 .flatten()
                 .filter(|log| filter.matches(&log.inner))
             {
-                budget.charge(&log, narrower)?;
-                found.push(log);
+                found.push(budget.charge(&log, narrower)?);
             }
             if found.len() > max_logs {
                 return Err(RpcError::LimitExceeded(format!(
@@ -175,7 +186,7 @@ impl Rpc {
 
 impl Rpc {
     /// `eth_getLogs` on the calling thread (a worker's).
-    fn find_logs(&self, filter: &Filter) -> Outcome<Vec<Log>> {
+    fn find_logs(&self, filter: &Filter) -> Outcome<Vec<Json>> {
         check_filter(filter, &self.ctx.config)?;
         let (from, to) = self.log_range(filter)?;
         self.logs_between(filter, from, to)
@@ -184,7 +195,7 @@ impl Rpc {
 
 #[async_trait]
 impl EthFiltersApiServer for Rpc {
-    async fn logs(&self, filter: Filter) -> RpcResult<Vec<Log>> {
+    async fn logs(&self, filter: Filter) -> RpcResult<Vec<Json>> {
         Ok(self.heavy(move |rpc| rpc.find_logs(&filter)).await?)
     }
 
@@ -223,7 +234,7 @@ impl EthFiltersApiServer for Rpc {
         Ok(changes)
     }
 
-    async fn filter_logs(&self, id: U256) -> RpcResult<Vec<Log>> {
+    async fn filter_logs(&self, id: U256) -> RpcResult<Vec<Json>> {
         match self.filters.poll(id)?.0 {
             FilterKind::Logs(filter) => Ok(self.heavy(move |rpc| rpc.find_logs(&filter)).await?),
             FilterKind::Blocks | FilterKind::PendingTransactions => {

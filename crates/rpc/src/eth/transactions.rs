@@ -70,12 +70,13 @@ impl Rpc {
 impl EthTransactionsApiServer for Rpc {
     fn send_raw_transaction(&self, bytes: Bytes) -> RpcResult<B256> {
         let pool = &self.ctx.pool;
+        // Recovered here, on the server's runtime: one signature, cheaper than a hand-off
+        // to a worker, and never on rayon's global pool, which imports blocks.
         let result = self
             .ctx
             .view
             .with_state(None, |state, header| {
-                pool.add(&[bytes.to_vec()], state, header.base_fee_per_gas)
-                    .remove(0)
+                pool.add_one(&bytes, state, header.base_fee_per_gas)
             })
             .map_err(RpcError::from)?;
         let hash = result.map_err(RpcError::from)?;
