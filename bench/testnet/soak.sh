@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# #68's soak (not CI; the curve goes to MEASUREMENTS.md): 4 validators for DURATION
+# seconds (default 3600) at half their maximum rate, measured first with a `--rate max`
+# run of MAX_TXS transfers (RATE overrides it). The load is `stave load` runs of CHUNK
+# seconds back to back against node 0. A monitor polls every node's head every 100 ms
+# and its RSS every 10 s, and the script ends with:
+# - the RSS curve of every node (one row a SAMPLE seconds), anonymous and file-backed
+#   apart (LMDB maps the database, so its pages count in RSS as the file grows), and each
+#   node's largest deviation from its anonymous RSS at 5 minutes (target: within 10%);
+# - each node's longest stall, the longest time its head stood still (target: under 2
+#   leader timeouts);
+# - transactions sent, accepted and included over all runs (target: every one included).
+#
+# Usage: bench/testnet/soak.sh   (STAVE, DURATION, RATE, CHUNK, SAMPLE, MAX_TXS)
+source "$(dirname "$0")/lib.sh"
+DURATION="${DURATION:-3600}" CHUNK="${CHUNK:-60}" SAMPLE="${SAMPLE:-300}"
+MAX_TXS="${MAX_TXS:-50000}"
+
+start_testnet
+runner="${PIDS[0]}"
+leader_timeout_ms="$(sed -n 's/^leader_timeout_ms *= *//p' "$WORK"/tn/node0/config.toml | head -1)"
+leader_timeout_ms="${leader_timeout_ms:-3000}"
+
+if [[ -z "${RATE:-}" ]]; then
+  max="$(load $RPC0 200 "$MAX_TXS" max)"
+  RATE="$(python3 -c 'import json,sys; print(int(json.loads(sys.argv[1])["included_tps"] / 2))' "$max")"
+  echo "rate max: $max"
+fi
+echo "soak: ${DURATION} s at ${RATE} tx/s, leader timeout ${leader_timeout_ms} ms"
+
+# The node processes `stave testnet run` started, in node order (their configs name it).
+node_pids=()
+for i in 0 1 2 3; do
+  for pid in $(pgrep -P "$runner"); do
+    tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q "node$i/" && node_pids+=("$pid")
+  done
+done
+[[ ${#node_pids[@]} -eq 4 ]] || { echo "found ${#node_pids[@]} node processes, not 4" >&2; exit 1; }
+
+python3 - "$DURATION" "$RPC0" "${node_pids[@]}" > "$WORK/monitor.json" <<'EOF' &
+import json, sys, time, urllib.request
+duration, rpc0, pids = float(sys.argv[1]), int(sys.argv[2]), [int(p) for p in sys.argv[3:]]
+def head(i):
+    body = b'{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}'
+    req = urllib.request.Request(f"http://127.0.0.1:{rpc0 + i}", body, {"content-type": "application/json"})
+    try:
+        return int(json.load(urllib.request.urlopen(req, timeout=5))["result"], 16)
+    except Exception:
+        return None
+def rss_mb(pid, field="RssAnon:"):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024
+start = time.monotonic()
+last = [(head(i), start) for i in range(4)]
+stall = [0.0] * 4
+rss, next_rss = [], start
+while (now := time.monotonic()) - start < duration:
+    for i in range(4):
+        h = head(i)
+        if h is not None and h != last[i][0]:
+            last[i] = (h, now)
+        stall[i] = max(stall[i], now - last[i][1])
+    if now >= next_rss:
+        rss.append([round(now - start)] + [round(rss_mb(p), 1) for p in pids]
+                   + [round(rss_mb(p, "RssFile:"), 1) for p in pids])
+        next_rss += 10
+    time.sleep(0.1)
+print(json.dumps({"stall_s": [round(s, 2) for s in stall], "rss": rss, "heads": [l[0] for l in last]}))
+EOF
+monitor=$!
+
+: > "$WORK/loads.jsonl"
+end=$((SECONDS + DURATION))
+while (( SECONDS + CHUNK <= end )); do
+  "$STAVE" load --rpc "http://127.0.0.1:$RPC0" --accounts 200 --rate "$RATE" \
+    --duration "${CHUNK}s" --json 2>/dev/null | tail -1 >> "$WORK/loads.jsonl"
+done
+wait "$monitor"
+
+python3 - "$WORK/monitor.json" "$WORK/loads.jsonl" "$SAMPLE" "$leader_timeout_ms" <<'EOF'
+import json, sys
+monitor = json.load(open(sys.argv[1]))
+loads = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+sample, leader_timeout = int(sys.argv[3]), int(sys.argv[4]) / 1000
+rss = monitor["rss"]
+print("RSS (MB) of nodes 0-3: anonymous (the memory the node holds), then file-backed")
+print("(LMDB's mapped pages: the page cache's, reclaimable, growing with the database)")
+print(f"{'s':>6} " + " ".join(f"{'anon' + str(i):>8}" for i in range(4))
+      + " " + " ".join(f"{'file' + str(i):>8}" for i in range(4)))
+for row in rss:
+    if row[0] % sample < 10:
+        print(f"{row[0]:>6} " + " ".join(f"{v:>8}" for v in row[1:]))
+base = next((row for row in rss if row[0] >= 300), rss[0])
+later = [row for row in rss if row[0] >= base[0]]
+for i in range(4):
+    dev = max(abs(row[i + 1] - base[i + 1]) / base[i + 1] for row in later)
+    print(f"node{i}: anonymous RSS at {base[0]} s {base[i + 1]} MB, largest deviation after it {dev:.1%}; "
+          f"longest stall {monitor['stall_s'][i]} s (2 leader timeouts: {2 * leader_timeout} s)")
+sent = sum(l["sent"] for l in loads)
+accepted = sum(l["accepted"] for l in loads)
+included = sum(l["included"] for l in loads)
+p99 = max(l["latency_ms"]["p99"] for l in loads)
+rate = sum(l["included_tps"] for l in loads) / len(loads)
+print(f"{len(loads)} load runs: sent {sent}, accepted {accepted}, included {included}; "
+      f"mean included {rate:.0f} tx/s, worst run p99 {p99:.0f} ms; final heads {monitor['heads']}")
+EOF
+du -sh "$WORK/tn"
