@@ -164,6 +164,9 @@ fn encoded_block() -> Vec<u8> {
     let mut block = Block {
         header: Header {
             number: 42,
+            // Room for the 3 transfers: a block holding more than its gas limit allows
+            // is refused before its transactions are decoded.
+            gas_limit: 30_000_000,
             ..Header::default()
         },
         transactions,
