@@ -53,11 +53,26 @@ wait_for() {
   echo "node on port $1 did not answer" >&2; exit 1
 }
 
-# start_testnet: 4 validators under $WORK/tn (node i: RPC RPC0+i, metrics, P2P likewise).
+# start_testnet: 4 validators under $WORK/tn (node i: RPC RPC0+i, metrics, P2P likewise);
+# TESTNET_TOML, if set, is appended to every node's config (e.g. an `[rpc]` section).
 start_testnet() {
   "$STAVE" testnet init --nodes 4 --dir "$WORK/tn" --rpc-port $RPC0 --metrics-port $METRICS0 \
     --p2p-port $P2P0 > /dev/null
+  if [ -n "${TESTNET_TOML:-}" ]; then
+    for config in "$WORK"/tn/node*/config.toml; do printf '\n%s\n' "$TESTNET_TOML" >> "$config"; done
+  fi
   "$STAVE" testnet run --dir "$WORK/tn" > "$WORK/testnet.log" 2>&1 &
   PIDS+=($!)
   for i in 0 1 2 3; do wait_for $((RPC0 + i)); done
+}
+
+# node_pids: the pids of the testnet's 4 node processes in node order (the children of
+# `stave testnet run`, each named by its config's directory on its command line).
+node_pids() {
+  local i pid
+  for i in 0 1 2 3; do
+    for pid in $(pgrep -P "${PIDS[0]}"); do
+      tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q "node$i/" && echo "$pid"
+    done
+  done
 }

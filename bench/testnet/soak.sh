@@ -17,7 +17,6 @@ DURATION="${DURATION:-3600}" CHUNK="${CHUNK:-60}" SAMPLE="${SAMPLE:-300}"
 MAX_TXS="${MAX_TXS:-50000}"
 
 start_testnet
-runner="${PIDS[0]}"
 leader_timeout_ms="$(sed -n 's/^leader_timeout_ms *= *//p' "$WORK"/tn/node0/config.toml | head -1)"
 leader_timeout_ms="${leader_timeout_ms:-3000}"
 
@@ -28,13 +27,7 @@ if [[ -z "${RATE:-}" ]]; then
 fi
 echo "soak: ${DURATION} s at ${RATE} tx/s, leader timeout ${leader_timeout_ms} ms"
 
-# The node processes `stave testnet run` started, in node order (their configs name it).
-node_pids=()
-for i in 0 1 2 3; do
-  for pid in $(pgrep -P "$runner"); do
-    tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q "node$i/" && node_pids+=("$pid")
-  done
-done
+mapfile -t node_pids < <(node_pids)
 [[ ${#node_pids[@]} -eq 4 ]] || { echo "found ${#node_pids[@]} node processes, not 4" >&2; exit 1; }
 
 python3 - "$DURATION" "$RPC0" "${node_pids[@]}" > "$WORK/monitor.json" <<'EOF' &
