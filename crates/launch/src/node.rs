@@ -242,7 +242,8 @@ impl RunningNode {
 
     /// Blocks until the process gets SIGINT or SIGTERM, or a part the node cannot live
     /// without (the thread that makes blocks, a validator's consensus engine, the JSON-RPC
-    /// server, the P2P network and gossip) ends by itself. Installs the process's handlers for both signals, for good.
+    /// server, the P2P network and gossip) ends by itself. Installs the process's handlers
+    /// for both signals, for good.
     pub fn wait(&self) -> Result<Exit, LaunchError> {
         let running = self
             .running

@@ -229,9 +229,9 @@ impl<'s> BlockProducer<'s> {
 
     /// Selects the pool's best transactions for a block on top of `ancestors` and executes
     /// them. A selected transaction that fails leaves the pool and the block is built again
-    /// from the rest (at most [`BlockProducer::with_fill_rounds`] times), so one sender's failing transactions
-    /// do not leave its slots empty. Returns the block, the transactions it includes and
-    /// how many failed.
+    /// from the rest (at most [`BlockProducer::with_fill_rounds`] times), so one sender's
+    /// failing transactions do not leave its slots empty. Returns the block, the
+    /// transactions it includes and how many failed.
     fn select_and_prepare(
         &self,
         ancestors: &[&SpeculativeBlock],

@@ -1,11 +1,11 @@
 //! Fees: the gas price and priority fee to suggest, and the fee history of recent blocks
 //! (bounded and validated as go-ethereum does, before any block is read).
 
-use alloy_consensus::Transaction as _;
-use alloy_eips::BlockNumberOrTag;
 use std::sync::Arc;
 
-use alloy_primitives::{B256, U64, U256, keccak256};
+use alloy_consensus::Transaction as _;
+use alloy_eips::BlockNumberOrTag;
+use alloy_primitives::{B256, U64, U256};
 use alloy_rpc_types_eth::FeeHistory;
 use jsonrpsee::{
     core::{RpcResult, async_trait},
@@ -133,7 +133,7 @@ impl Rpc {
             next_base_fee = header.base_fee_per_gas;
             if let Some(percentiles) = &reward_percentiles {
                 let key = (
-                    keccak256(alloy_rlp::encode(&header)),
+                    header.hash_slow(),
                     percentiles.iter().map(|p| p.to_bits()).collect(),
                 );
                 let reward = match self.fee_rewards.get(&key) {
