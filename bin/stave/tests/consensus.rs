@@ -76,6 +76,11 @@ struct Testnet {
 impl Testnet {
     /// `stave testnet init --nodes N` into `dir` on free ports, blocks every 200 ms.
     fn init(dir: &Path, nodes: u16) -> Self {
+        Self::init_with(dir, nodes, &[])
+    }
+
+    /// [`Testnet::init`] with more `stave testnet init` arguments.
+    fn init_with(dir: &Path, nodes: u16, args: &[&str]) -> Self {
         // A test that failed while holding it leaves nothing to repair.
         let alone = ONE_TESTNET.lock().unwrap_or_else(PoisonError::into_inner);
         let (rpc, metrics, p2p) = (free_ports(nodes), free_ports(nodes), free_ports(nodes));
@@ -86,6 +91,7 @@ impl Testnet {
             .args(["--metrics-port", &metrics.to_string()])
             .args(["--p2p-port", &p2p.to_string()])
             .args(["--block-time-ms", "200"])
+            .args(args)
             .output()
             .expect("runs");
         assert!(
@@ -119,7 +125,7 @@ impl Testnet {
     }
 }
 
-/// The value of counter `name` in a Prometheus scrape (0 when absent).
+/// The value of counter or gauge `name` in a Prometheus scrape (0 when absent).
 fn counter(metrics: &str, name: &str) -> u64 {
     metrics
         .lines()
@@ -171,6 +177,85 @@ fn four_validators_agree_under_load_and_a_killed_one_catches_up() {
     // It imported them before its engine delivered them: the other validators vouched.
     let caught_up = counter(&metrics, "stave_caught_up_blocks_total");
     assert!(caught_up >= 1, "blocks caught up: {caught_up}\n{metrics}");
+}
+
+/// Blocks per epoch in the epochs test: at 200 ms blocks, an epoch every 2 s or less.
+const EPOCH_LENGTH: u64 = 10;
+
+/// Waits until every node in `nodes` has committed block `height`.
+fn wait_height(nodes: &[Node], height: u64, what: &str) {
+    wait_for(what, Duration::from_secs(120), || {
+        nodes.iter().all(|node| node.head() >= height)
+    });
+}
+
+/// Validators move from epoch to epoch under load without a restart; one SIGKILLed just
+/// before a boundary and restarted after it enters the epoch the others are in and
+/// votes there: with another validator then stopped, the chain finalizes only with its
+/// votes (three of four are the quorum).
+#[test]
+fn validators_cross_epochs_and_one_killed_before_a_boundary_votes_after_it() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let length = EPOCH_LENGTH.to_string();
+    let testnet = Testnet::init_with(root.path(), 4, &["--epoch-length", &length]);
+    let mut nodes: Vec<Node> = (0..4).map(|i| testnet.launch(i)).collect();
+    let senders: Vec<LocalSigner> = (0..4).map(account).collect();
+    let first = send_beside(&senders, &nodes, 0, 10);
+    wait_final(&nodes, &first, "transfers final on every validator");
+    wait_height(&nodes, 3 * EPOCH_LENGTH, "three epochs");
+    for node in &nodes {
+        let epoch = counter(&node.metrics(), "stave_consensus_epoch");
+        assert!(epoch >= 3, "a validator still in epoch {epoch}");
+    }
+
+    // SIGKILL validator 3 two blocks before the end of an epoch.
+    wait_for(
+        "two blocks before a boundary",
+        Duration::from_secs(60),
+        || nodes[0].head() % EPOCH_LENGTH == EPOCH_LENGTH - 3,
+    );
+    drop(nodes.pop());
+    let killed_at = nodes[0].head();
+    let more = send_beside(&senders[..3], &nodes, 10, 5);
+    wait_final(&nodes, &more, "transfers final without validator 3");
+    wait_height(
+        &nodes,
+        killed_at + EPOCH_LENGTH,
+        "the next epoch without validator 3",
+    );
+
+    // Restarted, it reaches the others' epoch and chain.
+    let restarted = testnet.launch(3);
+    let target = nodes.iter().map(Node::head).min().expect("nodes");
+    wait_height(
+        std::slice::from_ref(&restarted),
+        target,
+        "validator 3 to catch up",
+    );
+    for number in [killed_at, target] {
+        assert_eq!(block_id(&restarted, number), block_id(&nodes[0], number));
+    }
+    // Validator 0 stopped: validators 1, 2 and 3 are the quorum, so blocks are final only
+    // if validator 3 votes in the epoch it rejoined in, and in those after it.
+    let stopped = nodes.remove(0);
+    drop(stopped);
+    nodes.push(restarted);
+    let last = send_beside(&senders[1..3], &nodes, 15, 3);
+    wait_final(&nodes, &last, "transfers final with validator 3's votes");
+    let head = nodes[0].head();
+    wait_height(
+        &nodes,
+        head + EPOCH_LENGTH,
+        "another epoch with validator 3's votes",
+    );
+    let epochs: Vec<u64> = nodes
+        .iter()
+        .map(|node| counter(&node.metrics(), "stave_consensus_epoch"))
+        .collect();
+    assert!(
+        epochs.iter().all(|&epoch| epoch == epochs[0]),
+        "epochs {epochs:?}"
+    );
 }
 
 #[test]

@@ -206,7 +206,14 @@ fn import(
         ImportRun::Serial => Parallelism::Serial,
         ImportRun::Staged | ImportRun::Pipelined => Parallelism::Parallel,
     };
-    let mut chain = Chain::open_on(&store, spec, executor.clone(), parallelism, cache)?;
+    let mut chain = Chain::open_on(
+        &store,
+        spec,
+        executor.clone(),
+        parallelism,
+        cache,
+        stave_state::DEFAULT_CLEAN_CACHE_ENTRIES,
+    )?;
     let mut times = StageTimes::default();
     let mut repeated = None;
     let mut on_block = |imported: stave_node::Imported| {

@@ -33,7 +33,11 @@ use stave_node::{BlockProducer, ImportError, Incoming, Produced, SpeculativeBloc
 use stave_txpool::TxPool;
 use tokio::sync::watch;
 
-use crate::{block::ConsensusBlock, catch_up::CatchUpSource};
+use crate::{
+    block::ConsensusBlock,
+    catch_up::CatchUpSource,
+    epochs::{EpochError, EpochStart, EpochWatch},
+};
 
 mod handle;
 
@@ -160,6 +164,7 @@ pub struct ChainActor<'s, F> {
     on_commit: F,
     catch_up: Option<CatchUp>,
     committed_tip: watch::Sender<u64>,
+    epochs: Option<EpochWatch>,
 }
 
 /// Where a chain actor catches up from, and the flag it keeps set meanwhile.
@@ -190,6 +195,7 @@ pub fn chain_actor<'s, F: FnMut(&Produced)>(
             on_commit,
             catch_up: None,
             committed_tip,
+            epochs: None,
         },
         StaveApp {
             requests: sender,
@@ -218,6 +224,19 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             catching_up,
         });
         self
+    }
+
+    /// Publishes the consensus epoch the node votes in, for epochs of `length` blocks: it
+    /// moves on each time this actor commits an epoch's last block.
+    pub fn with_epochs(
+        mut self,
+        length: u64,
+    ) -> Result<(Self, watch::Receiver<EpochStart>), EpochError<stave_storage::StorageError>> {
+        let view = self.producer.view();
+        let (head, _) = view.head().map_err(EpochError::Read)?;
+        let (epochs, starts) = EpochWatch::new(length, head, |number| view.hash_at(number))?;
+        self.epochs = Some(epochs);
+        Ok((self, starts))
     }
 
     /// Answers requests until [`StaveApp::stop_chain`] or until every [`StaveApp`] handle
@@ -366,6 +385,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             committed(
                 &mut self.speculative,
                 &self.head,
+                self.epochs.as_ref(),
                 &mut self.on_commit,
                 &produced,
             );
@@ -618,11 +638,12 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             producer,
             speculative,
             head,
+            epochs,
             on_commit,
             ..
         } = self;
         producer.follow_stream(incoming, |produced| {
-            committed(speculative, head, on_commit, &produced);
+            committed(speculative, head, epochs.as_ref(), on_commit, &produced);
             each();
         })
     }
@@ -639,17 +660,22 @@ impl Drop for FillEmpty<'_> {
     }
 }
 
-/// Publishes a committed block (the head the engine's handle reads, `on_commit`) and
-/// drops the speculative blocks at or below it: they can no longer be finalized.
+/// Publishes a committed block (the head the engine's handle reads, the epoch it may
+/// end, `on_commit`) and drops the speculative blocks at or below it: they can no longer
+/// be finalized.
 fn committed(
     speculative: &mut HashMap<B256, SpeculativeBlock>,
     head: &AtomicU64,
+    epochs: Option<&EpochWatch>,
     on_commit: &mut impl FnMut(&Produced),
     produced: &Produced,
 ) {
     let number = produced.block.number();
     speculative.retain(|_, executed| executed.prepared.block.number() > number);
     head.store(number, Ordering::Release);
+    if let Some(epochs) = epochs {
+        epochs.committed(number, produced.block.hash());
+    }
     on_commit(produced);
 }
 

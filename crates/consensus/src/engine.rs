@@ -3,7 +3,7 @@
 //! delivery of finalized blocks) and Stave's application, on commonware's tokio runtime.
 
 use std::{
-    num::{NonZeroU16, NonZeroUsize},
+    num::{NonZeroU16, NonZeroU64, NonZeroUsize},
     path::PathBuf,
     time::Duration,
 };
@@ -19,7 +19,7 @@ use commonware_consensus::{
         standard::{Inline, Standard},
     },
     simplex::{self, elector::RoundRobin, scheme::ed25519::Scheme, types::Context},
-    types::{Epoch, FixedEpocher, Height, ViewDelta},
+    types::{FixedEpocher, Height, ViewDelta},
 };
 use commonware_cryptography::{
     Digested, Digestible, Signer as _,
@@ -37,6 +37,7 @@ use commonware_utils::{NZDuration, NZU16, NZU64, NZUsize};
 use crate::{
     application::CATCHING_UP_BLOCKS,
     block::ConsensusBlock,
+    epochs::{self, EpochChannels, EpochStart},
     transport::{ConsensusNet, validator_node_id},
 };
 
@@ -89,6 +90,11 @@ pub struct ValidatorConfig {
     pub genesis: ConsensusBlock,
     /// How long a view waits for its leader's proposal.
     pub leader_timeout: Duration,
+    /// Blocks per consensus epoch (the genesis's `epochLength`).
+    pub epoch_length: NonZeroU64,
+    /// The epoch to vote in, as the chain actor names it
+    /// ([`ChainActor::with_epochs`](crate::ChainActor::with_epochs)).
+    pub epoch_starts: watch::Receiver<EpochStart>,
     /// The finalized tips the chain committed before marshal delivered them
     /// ([`crate::StaveApp::committed_tips`]). When marshal is far below one, it is
     /// redelivering blocks the chain imported on its own while it caught up (fetching each
@@ -209,7 +215,7 @@ where
         .await
         .expect("blocks archive");
 
-        let epocher = FixedEpocher::new(NZU64!(u64::MAX));
+        let epocher = FixedEpocher::new(config.epoch_length);
         let genesis_digest = config.genesis.digest();
         let genesis = Digested::precomputed(config.genesis.clone(), genesis_digest);
         let (marshal_actor, marshal_mailbox, _floor) = Marshal::init(
@@ -240,7 +246,7 @@ where
             context.child("application"),
             app.clone(),
             marshal_mailbox.clone(),
-            epocher,
+            epocher.clone(),
         );
         let certification_timeout = config.leader_timeout * 2;
         // How often a validator stuck in a view rebroadcasts its timeout vote and the
@@ -248,47 +254,61 @@ where
         // partition) are lost, and the view resumes only at the first retry after they
         // are back: every leader timeout keeps that within two of them.
         let timeout_retry = config.leader_timeout;
-        let engine = simplex::Engine::new(
-            context.child("simplex"),
-            simplex::Config {
-                scheme,
-                elector: RoundRobin::<Sha256>::default(),
-                blocker: net.clone(),
-                automaton: inline.clone(),
-                relay: inline.clone(),
-                reporter: inline,
-                track_historical_votes: false,
-                strategy: Sequential,
-                partition: "stave-simplex".to_string(),
-                mailbox_size: MAILBOX,
-                epoch: Epoch::zero(),
-                floor: simplex::Floor::Genesis(genesis_digest),
-                replay_buffer: IO_BUFFER,
-                write_buffer: IO_BUFFER,
-                page_cache,
-                leader_timeout: config.leader_timeout,
-                certification_timeout,
-                timeout_retry,
-                view_retention: SIMPLEX_VIEW_RETENTION,
-                // A validator that is down would cost every view it leads a full leader
-                // timeout. Once it has been silent for longer than the certification
-                // timeout and the retry interval (the engine requires both), the views it
-                // leads are nullified at once, until it is heard from again.
-                skip: simplex::SkipPolicy::Enabled {
-                    timeout: certification_timeout.max(timeout_retry) + SKIP_MARGIN,
-                    budget: simplex::SkipBudget::Participants,
+        let leader_timeout = config.leader_timeout;
+        let start_engine = move |context, epoch, floor, channels: EpochChannels| {
+            let engine = simplex::Engine::new(
+                context,
+                simplex::Config {
+                    scheme: scheme.clone(),
+                    elector: RoundRobin::<Sha256>::default(),
+                    blocker: net.clone(),
+                    automaton: inline.clone(),
+                    relay: inline.clone(),
+                    reporter: inline.clone(),
+                    track_historical_votes: false,
+                    strategy: Sequential,
+                    partition: epochs::partition(epoch),
+                    mailbox_size: MAILBOX,
+                    epoch,
+                    floor: simplex::Floor::Genesis(floor),
+                    replay_buffer: IO_BUFFER,
+                    write_buffer: IO_BUFFER,
+                    page_cache: page_cache.clone(),
+                    leader_timeout,
+                    certification_timeout,
+                    timeout_retry,
+                    view_retention: SIMPLEX_VIEW_RETENTION,
+                    // A validator that is down would cost every view it leads a full
+                    // leader timeout. Once it has been silent for longer than the
+                    // certification timeout and the retry interval (the engine requires
+                    // both), the views it leads are nullified at once, until it is heard
+                    // from again.
+                    skip: simplex::SkipPolicy::Enabled {
+                        timeout: certification_timeout.max(timeout_retry) + SKIP_MARGIN,
+                        budget: simplex::SkipBudget::Participants,
+                    },
+                    fetch_timeout: NZDuration!(Duration::from_secs(1)),
+                    fetch_retry_delay: Duration::from_millis(100),
+                    forward: simplex::ForwardPolicy::Disabled,
                 },
-                fetch_timeout: NZDuration!(Duration::from_secs(1)),
-                fetch_retry_delay: Duration::from_millis(100),
-                forward: simplex::ForwardPolicy::Disabled,
-            },
-        );
+            );
+            engine.start(channels.votes, channels.certificates, channels.resolver)
+        };
         let (marshal, tips) = (marshal_mailbox.clone(), config.committed_tips);
         context
             .child("floor")
             .spawn(move |_| raise_floor_to_committed_tips(marshal, tips));
         let marshal_handle = marshal_actor.start(app, buffer, backfill_resolver);
-        engine.start(votes, certificates, resolver);
+        context.child("epochs").spawn(move |context| {
+            epochs::run(
+                context,
+                epocher,
+                [votes, certificates, resolver],
+                marshal_mailbox,
+                config.epoch_starts,
+                start_engine,
+            )
+        });
         let _ = marshal_handle.await;
     });
 }

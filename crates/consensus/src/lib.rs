@@ -10,13 +10,14 @@
 //! [`block`] is the block as the engine sees it, [`application`] the chain actor behind
 //! the engine, [`transport`] the consensus channels on Stave's own network (stave-net:
 //! mutual TLS where a validator's certificate holds its consensus key), [`engine`] the
-//! wiring of one validator, [`catch_up`] the finalized blocks and senders a node catching
+//! wiring of one validator, [`epochs`] its engine per consensus epoch, [`catch_up`] the finalized blocks and senders a node catching
 //! up takes from the other validators instead of waiting for marshal and recovering them.
 
 pub mod application;
 pub mod block;
 pub mod catch_up;
 pub mod engine;
+pub mod epochs;
 pub mod keys;
 pub mod transport;
 
@@ -24,4 +25,5 @@ pub use application::{CatchingUp, ChainActor, StaveApp, chain_actor};
 pub use block::ConsensusBlock;
 pub use catch_up::{CatchUpSource, OtherValidators};
 pub use engine::{ValidatorConfig, run_validator};
+pub use epochs::{EpochError, EpochStart};
 pub use transport::{ConsensusNet, TransportError, validator_node_id};

@@ -7,6 +7,7 @@
 use std::{
     collections::HashSet,
     net::{SocketAddr, TcpListener},
+    num::NonZeroU64,
     sync::{
         Arc, Mutex, MutexGuard, PoisonError,
         atomic::{AtomicBool, Ordering},
@@ -316,6 +317,7 @@ fn start(
         },
     )
     .expect("actor");
+    let (actor, epoch_starts) = actor.with_epochs(spec.epoch_length()).expect("epochs");
     std::thread::spawn(move || actor.run().expect("chain actor"));
     let config = ValidatorConfig {
         key: keys[index].clone(),
@@ -325,6 +327,8 @@ fn start(
         namespace: [b"stave-test-".as_slice(), genesis(spec).0.hash().as_slice()].concat(),
         genesis: ConsensusBlock::genesis(spec),
         leader_timeout: Duration::from_secs(1),
+        epoch_length: NonZeroU64::new(spec.epoch_length()).expect("at least 2"),
+        epoch_starts,
         committed_tips: app.committed_tips(),
     };
     std::thread::spawn(move || match forger {
@@ -444,6 +448,64 @@ fn a_validator_started_late_without_a_catch_up_source_commits_the_chain_it_misse
     release(runtime);
 }
 
+/// Blocks per epoch in the test that crosses epochs: a handful, so it crosses several.
+const EPOCH_LENGTH: u64 = 5;
+
+/// The height every validator in `nodes` has committed.
+fn common_height(nodes: &[Commits]) -> u64 {
+    nodes
+        .iter()
+        .map(|commits| commits.lock().expect("lock").last().map_or(0, |(n, ..)| *n))
+        .min()
+        .unwrap_or(0)
+}
+
+/// Waits until every validator in `nodes` has committed block `height`.
+fn wait_for_height(nodes: &[Commits], height: u64) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while common_height(nodes) < height {
+        assert!(
+            Instant::now() < deadline,
+            "the validators reached only block {} of {height}",
+            common_height(nodes)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn validators_cross_epochs_on_one_chain_and_a_late_one_follows_them_across() {
+    let (_one_at_a_time, dir, spec, keys, runtime) = setup();
+    let spec = spec.with_epoch_length(EPOCH_LENGTH).expect("valid length");
+    let mut networks = network_starters(&runtime, &keys);
+    let late = networks.pop().expect("four networks");
+    let networks = networks.into_iter().map(|start| start()).collect();
+    // Three of four validators are a quorum: each epoch's engine finalizes with them.
+    let early = start_honest(networks, &keys, &spec, dir.path());
+    finalize_every_transaction(&early, &spec);
+    let early: Vec<Commits> = early.into_iter().map(|(_, commits)| commits).collect();
+    wait_for_height(&early, 3 * EPOCH_LENGTH + 1);
+
+    // Validator 3 starts in epoch 0 while the others vote in a later one: their votes
+    // make it fetch each boundary's finalization, and it follows them epoch by epoch.
+    let (_, late) = start(3, &keys, late(), &spec, dir.path(), None);
+    let target = common_height(&early) + 2 * EPOCH_LENGTH;
+    let all: Vec<Commits> = early.iter().cloned().chain([late]).collect();
+    wait_for_height(&all, target);
+
+    // One chain: every validator committed the same blocks, in order, from block 1.
+    let chains: Vec<Vec<(u64, B256, B256, usize)>> = all
+        .iter()
+        .map(|commits| commits.lock().expect("lock")[..target as usize].to_vec())
+        .collect();
+    for chain in &chains {
+        let numbers: Vec<u64> = chain.iter().map(|(number, ..)| *number).collect();
+        assert_eq!(numbers, (1..=target).collect::<Vec<_>>());
+        assert_eq!(chain, &chains[0]);
+    }
+    release(runtime);
+}
+
 #[test]
 fn a_validator_flooding_votes_for_far_future_views_does_not_stall_the_others() {
     let (_one_at_a_time, dir, spec, keys, runtime) = setup();
@@ -484,7 +546,9 @@ fn a_validator_flooding_votes_for_far_future_views_does_not_stall_the_others() {
                 );
                 let vote: Vote<Scheme, Digest> =
                     Vote::Notarize(Notarize::sign(&scheme, proposal).expect("signs"));
-                if !votes.send(Recipients::All, vote.encode(), false).is_empty() {
+                // On epoch 0's sub-channel of the votes channel: its id, a varint, first.
+                let muxed = [[0u8].as_slice(), &vote.encode()].concat();
+                if !votes.send(Recipients::All, muxed, false).is_empty() {
                     sent += 1;
                 }
             }

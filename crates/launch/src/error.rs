@@ -69,6 +69,9 @@ pub enum LaunchError {
     /// Reading the store failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// The consensus epoch the node votes in could not be worked out from its chain.
+    #[error("finding the consensus epoch to vote in")]
+    Epochs(#[from] stave_consensus::EpochError<StorageError>),
     /// The chain refused to open, or a block could not be made, imported or written.
     #[error("{what}")]
     Import {

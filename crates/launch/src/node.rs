@@ -14,13 +14,14 @@ use std::{
 };
 
 use stave_consensus::StaveApp;
+use stave_exec::ParallelExecutor;
 use stave_net::{Network, NodeId};
-use stave_node::{BlockProducer, Chain, ChainView, Parallelism, Produced};
+use stave_node::{BlockProducer, Chain, ChainView, ImportError, Parallelism, Produced};
 use stave_primitives::{B256, ChainSpec};
 use stave_rpc::{NodeContext, RpcServer};
 use stave_storage::LmdbStore;
 use stave_txpool::{PoolConfig, TxPool};
-use stave_verify::{DEFAULT_SENDER_CACHE_CAPACITY, SenderCache};
+use stave_verify::SenderCache;
 use tokio::{
     runtime::Runtime,
     sync::{broadcast, watch},
@@ -163,13 +164,17 @@ impl RunningNode {
             })?,
         ));
         let spec = config.genesis.clone();
-        let cache = Arc::new(SenderCache::new(DEFAULT_SENDER_CACHE_CAPACITY));
-        let chain = Chain::open_with(
+        let cache = Arc::new(SenderCache::new(config.sender_cache_entries));
+        let executor = ParallelExecutor::new(rayon::current_num_threads()).map_err(|error| {
+            LaunchError::import("starting the executor")(ImportError::Threads(error))
+        })?;
+        let chain = Chain::open_on(
             store,
             &spec,
-            rayon::current_num_threads(),
+            executor,
             Parallelism::Parallel,
             Some(cache.clone()),
+            config.state_cache_entries,
         )
         .map_err(LaunchError::import(
             "opening the chain (is the data dir from another genesis?)",

@@ -45,6 +45,10 @@ pub struct TestnetLayout {
     /// Longest time an idle leader waits for transactions before it proposes, in ms.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 1_000))]
     pub block_time_ms: u64,
+    /// Blocks per consensus epoch (the genesis's `epochLength`; the validator set may
+    /// change only between epochs). None: one epoch that never ends.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = clap::value_parser!(u64).range(2..)))]
+    pub epoch_length: Option<u64>,
 }
 
 /// One validator of a testnet [`init`] wrote.
@@ -100,6 +104,10 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
     let validators = members.iter().map(|member| member.validator).collect();
     let (spec, _) = stave_primitives::dev::dev_chain()?;
     let spec = spec.with_validators(validators)?;
+    let spec = match layout.epoch_length {
+        Some(length) => spec.with_epoch_length(length)?,
+        None => spec,
+    };
 
     create_dir(dir)?;
     write_new(&dir.join("genesis.json"), &spec.to_json(), false)?;

@@ -10,7 +10,7 @@
 //! process that goes on shuts the network it rides on, and its thread idles until the
 //! process ends.
 
-use std::{path::Path, sync::Arc, thread::JoinHandle, time::Duration};
+use std::{num::NonZeroU64, path::Path, sync::Arc, thread::JoinHandle, time::Duration};
 
 use stave_consensus::{
     ConsensusBlock, OtherValidators, StaveApp, ValidatorConfig, chain_actor, keys, run_validator,
@@ -52,16 +52,22 @@ pub(crate) struct Validator {
 }
 
 /// The namespace the engine signs and connects under: the genesis block hash, the chain
-/// id (which no header carries) and the validator set, so nodes of another chain (or the
-/// same genesis state under another chain id or validator set) accept none of each
-/// other's votes.
+/// id (which no header carries), the validator set and the epoch length, so nodes of
+/// another chain (or the same genesis state under another chain id, validator set or
+/// epoch length) accept none of each other's votes. A genesis without epochs adds no
+/// epoch length, so chains made before epochs keep their namespace.
 fn namespace(spec: &ChainSpec, genesis: &ConsensusBlock) -> Vec<u8> {
     let validators: Vec<u8> = spec.validators().iter().flat_map(|key| key.0).collect();
+    let epochs = match spec.epoch_length() {
+        u64::MAX => Vec::new(),
+        length => length.to_be_bytes().to_vec(),
+    };
     [
         b"stave-".as_slice(),
         genesis.hash().as_slice(),
         &spec.chain_id().to_be_bytes(),
         keccak256(&validators).as_slice(),
+        &epochs,
     ]
     .concat()
 }
@@ -146,7 +152,9 @@ pub(crate) fn start(
         let _ = heads.send(Arc::new(produced.clone()));
     })
     .map_err(LaunchError::import("starting the chain actor"))?;
-    let actor = actor.with_catch_up(Box::new(others), p2p.catching_up.clone());
+    let (actor, epoch_starts) = actor
+        .with_catch_up(Box::new(others), p2p.catching_up.clone())
+        .with_epochs(spec.epoch_length())?;
     let app = app.with_catching_up(p2p.catching_up.clone());
     let genesis = ConsensusBlock::genesis(spec);
     let validator = ValidatorConfig {
@@ -160,6 +168,9 @@ pub(crate) fn start(
         namespace: namespace(spec, &genesis),
         genesis,
         leader_timeout,
+        epoch_length: NonZeroU64::new(spec.epoch_length())
+            .expect("the genesis refuses epochs under 2 blocks"),
+        epoch_starts,
         committed_tips: app.committed_tips(),
     };
     let actor = supervisor.spawn("chain actor", "chain-actor", move || {

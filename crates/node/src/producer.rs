@@ -72,6 +72,11 @@ impl<'s> ChainView<'s> {
         &self.spec
     }
 
+    /// The hash of the stored block at `number`, if there is one.
+    pub fn hash_at(&self, number: u64) -> Result<Option<B256>, StorageError> {
+        Ok(read::header(self.store, number)?.map(|header| header.hash_slow()))
+    }
+
     /// The head's number and hash: the newest block whose state is readable. (A block is
     /// stored a moment before its state layer is added; until then it is not the head.)
     pub fn head(&self) -> Result<(u64, B256), StorageError> {
@@ -297,6 +302,11 @@ impl<'s> BlockProducer<'s> {
                 });
             }
         })
+    }
+
+    /// The reads of the chain this producer commits to.
+    pub fn view(&self) -> &ChainView<'s> {
+        &self.view
     }
 
     /// The head this producer builds on.

@@ -30,6 +30,14 @@ struct StaveConfig {
     /// single-validator chain (`stave node --dev`), which needs no consensus.
     #[serde(default)]
     validators: Vec<B256>,
+    /// Blocks per consensus epoch: the validator set may change only between epochs.
+    /// Absent: one epoch that never ends.
+    #[serde(
+        default,
+        rename = "epochLength",
+        skip_serializing_if = "Option::is_none"
+    )]
+    epoch_length: Option<u64>,
 }
 
 /// What a chain agrees on before its first block: id, gas limit, base fee, the accounts
@@ -72,6 +80,11 @@ impl ChainSpec {
             }
             None => StaveConfig::default(),
         };
+        if stave.epoch_length.is_some_and(|length| length < 2) {
+            return Err(ChainSpecError::StaveConfig(
+                "epochLength must be at least 2 blocks".into(),
+            ));
+        }
         let mut seen = std::collections::HashSet::new();
         if let Some(twice) = stave.validators.iter().find(|key| !seen.insert(**key)) {
             return Err(ChainSpecError::StaveConfig(format!(
@@ -88,12 +101,29 @@ impl ChainSpec {
     /// The same chain with `validators` (ed25519 consensus public keys) as its validator
     /// set, written into the genesis's `config.stave.validators`.
     pub fn with_validators(mut self, validators: Vec<B256>) -> Result<Self, ChainSpecError> {
-        let stave = StaveConfig { validators };
+        self.stave.validators = validators;
+        self.with_stave_config()
+    }
+
+    /// The same chain with epochs of `length` blocks (`config.stave.epochLength`).
+    pub fn with_epoch_length(mut self, length: u64) -> Result<Self, ChainSpecError> {
+        self.stave.epoch_length = Some(length);
+        self.with_stave_config()
+    }
+
+    /// Writes `self.stave` into the genesis and checks the result as a parsed file is.
+    fn with_stave_config(mut self) -> Result<Self, ChainSpecError> {
         self.genesis
             .config
             .extra_fields
-            .insert_value(STAVE_CONFIG_KEY.to_owned(), &stave)?;
+            .insert_value(STAVE_CONFIG_KEY.to_owned(), &self.stave)?;
         Self::from_genesis(self.genesis)
+    }
+
+    /// Blocks per consensus epoch (`config.stave.epochLength`); `u64::MAX`, one epoch
+    /// that never ends, when the genesis sets none.
+    pub fn epoch_length(&self) -> u64 {
+        self.stave.epoch_length.unwrap_or(u64::MAX)
     }
 
     /// The validators' ed25519 consensus public keys, in genesis order; empty on a
@@ -237,6 +267,22 @@ mod tests {
         let again = ChainSpec::from_json(&json).expect("own output parses");
         assert_eq!(again.validators(), keys.as_slice());
         assert!(ChainSpec::dev(7, 1).validators().is_empty());
+    }
+
+    #[test]
+    fn epoch_length_round_trips_and_defaults_to_one_endless_epoch() {
+        assert_eq!(ChainSpec::dev(7, 1).epoch_length(), u64::MAX);
+        let spec = ChainSpec::dev(7, 1)
+            .with_validators(vec![B256::repeat_byte(1)])
+            .and_then(|spec| spec.with_epoch_length(20))
+            .expect("valid");
+        let again = ChainSpec::from_json(&spec.to_json()).expect("own output parses");
+        assert_eq!(again.epoch_length(), 20);
+        assert_eq!(again.validators(), &[B256::repeat_byte(1)]);
+        assert!(matches!(
+            ChainSpec::dev(7, 1).with_epoch_length(1),
+            Err(ChainSpecError::StaveConfig(message)) if message.contains("epochLength")
+        ));
     }
 
     #[test]

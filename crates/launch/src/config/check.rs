@@ -122,6 +122,14 @@ impl NodeConfig {
                 ));
             }
         }
+        for (key, value) in [
+            ("state_cache_entries", self.state_cache_entries),
+            ("sender_cache_entries", self.sender_cache_entries),
+        ] {
+            if value == 0 {
+                return Err(refuse(key, "is 0: the cache must hold at least 1 entry"));
+            }
+        }
         if self.map_size < MIN_MAP_SIZE {
             return Err(refuse(
                 "map_size",
@@ -271,7 +279,7 @@ mod tests {
         config
             .check()
             .expect("a validator with the defaults passes");
-        let cases: [(&str, Spoil); 11] = [
+        let cases: [(&str, Spoil); 13] = [
             ("`block_time_ms` is 0", |c| c.block_time = Duration::ZERO),
             ("`block_fill_rounds` is 0", |c| c.block_fill_rounds = 0),
             (
@@ -285,6 +293,10 @@ mod tests {
             ("`pool_max_txs` is 0", |c| c.pool_max_txs = Some(0)),
             ("`pool_max_per_sender` is 0", |c| {
                 c.pool_max_per_sender = Some(0)
+            }),
+            ("`state_cache_entries` is 0", |c| c.state_cache_entries = 0),
+            ("`sender_cache_entries` is 0", |c| {
+                c.sender_cache_entries = 0
             }),
             ("`map_size` is 4096 bytes", |c| c.map_size = 4_096),
             ("multiple of the page size", |c| {

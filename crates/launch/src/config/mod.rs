@@ -60,6 +60,11 @@ pub struct NodeConfig {
     /// Most times a block is built when transactions selected for it fail (the first
     /// build and refills from the rest of the pool); each build re-executes the block.
     pub block_fill_rounds: usize,
+    /// Most accounts and storage slots the state's clean cache holds in memory: the
+    /// node's largest memory use grows with it until it is full.
+    pub state_cache_entries: usize,
+    /// Most transaction senders the sender cache holds (recovered once, at admission).
+    pub sender_cache_entries: usize,
     /// Most transactions in the txpool (`None`: the pool's default).
     pub pool_max_txs: Option<usize>,
     /// Most transactions per sender in the txpool (`None`: the pool's default).
@@ -174,6 +179,8 @@ impl NodeConfig {
             block_time: DEFAULT_BLOCK_TIME,
             block_txs: DEFAULT_BLOCK_TXS,
             block_fill_rounds: stave_node::DEFAULT_FILL_ROUNDS,
+            state_cache_entries: stave_state::DEFAULT_CLEAN_CACHE_ENTRIES,
+            sender_cache_entries: stave_verify::DEFAULT_SENDER_CACHE_CAPACITY,
             pool_max_txs: None,
             pool_max_per_sender: None,
             role: Role::Producer,
@@ -267,6 +274,10 @@ struct FileConfig {
     block_txs: Option<usize>,
     /// Most times a block is built when selected transactions fail.
     block_fill_rounds: Option<usize>,
+    /// Most accounts and storage slots in the state's clean cache.
+    state_cache_entries: Option<usize>,
+    /// Most senders in the sender cache.
+    sender_cache_entries: Option<usize>,
     /// Most transactions in the txpool.
     pool_max_txs: Option<usize>,
     /// Most transactions per sender in the txpool.
@@ -339,6 +350,12 @@ impl FileConfig {
         }
         config.map_size = self.map_size.unwrap_or(config.map_size);
         config.block_fill_rounds = self.block_fill_rounds.unwrap_or(config.block_fill_rounds);
+        config.state_cache_entries = self
+            .state_cache_entries
+            .unwrap_or(config.state_cache_entries);
+        config.sender_cache_entries = self
+            .sender_cache_entries
+            .unwrap_or(config.sender_cache_entries);
         config.pool_max_txs = self.pool_max_txs;
         config.pool_max_per_sender = self.pool_max_per_sender;
         config.role = match (self.consensus, self.producer) {
@@ -460,6 +477,23 @@ mod tests {
         let config = parse("datadir = \"data\"\nblock_time_ms = 50").expect("parses");
         assert_eq!(config.datadir, Some(PathBuf::from("/base/data")));
         assert_eq!(config.block_time, Duration::from_millis(50));
+    }
+
+    #[test]
+    fn cache_sizes_default_and_are_read_from_the_file() {
+        let config = parse("").expect("parses");
+        assert_eq!(
+            config.state_cache_entries,
+            stave_state::DEFAULT_CLEAN_CACHE_ENTRIES
+        );
+        assert_eq!(
+            config.sender_cache_entries,
+            stave_verify::DEFAULT_SENDER_CACHE_CAPACITY
+        );
+        let config =
+            parse("state_cache_entries = 1000\nsender_cache_entries = 20").expect("parses");
+        assert_eq!(config.state_cache_entries, 1000);
+        assert_eq!(config.sender_cache_entries, 20);
     }
 
     #[test]

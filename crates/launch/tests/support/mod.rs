@@ -112,6 +112,7 @@ pub fn init_testnet(dir: &Path, nodes: u16) -> Vec<PathBuf> {
         metrics_port: 1,
         p2p_port: 1,
         block_time_ms: 200,
+        epoch_length: None,
     };
     let members = testnet::init(dir, &layout).expect("writes a testnet");
     assert_eq!(testnet::configs(dir).expect("configs").len(), members.len());

@@ -109,19 +109,28 @@ impl<'s> Chain<'s> {
         cache: Option<Arc<SenderCache>>,
     ) -> Result<Self, ImportError> {
         let executor = ParallelExecutor::new(threads).map_err(ImportError::Threads)?;
-        Self::open_on(store, spec, executor, parallelism, cache)
+        Self::open_on(
+            store,
+            spec,
+            executor,
+            parallelism,
+            cache,
+            DEFAULT_CLEAN_CACHE_ENTRIES,
+        )
     }
 
     /// [`Chain::open_with`] on an executor made before (a clone shares its threads, its
     /// kept buffers and what it learned of earlier blocks), so chains opened one after
     /// another execute on warm threads, as one node's blocks do; stages run on the
-    /// executor's count of threads.
+    /// executor's count of threads. The state's clean cache holds at most
+    /// `state_cache_entries` accounts and storage slots.
     pub fn open_on(
         store: &'s dyn KvStore,
         spec: &ChainSpec,
         executor: ParallelExecutor,
         parallelism: Parallelism,
         cache: Option<Arc<SenderCache>>,
+        state_cache_entries: usize,
     ) -> Result<Self, ImportError> {
         if let Some(found) = data_format(store)?
             && found != DATA_FORMAT
@@ -156,11 +165,7 @@ impl<'s> Chain<'s> {
             )),
             cache,
             executor,
-            layers: Arc::new(StateLayers::new(
-                store,
-                flushed,
-                DEFAULT_CLEAN_CACHE_ENTRIES,
-            )),
+            layers: Arc::new(StateLayers::new(store, flushed, state_cache_entries)),
             replayed: Replayed::default(),
         };
         chain.replay(flushed, head_number)?;
