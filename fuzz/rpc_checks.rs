@@ -131,6 +131,7 @@ fn harness() -> &'static Harness {
                 pool: chain.pool,
                 heads,
                 admitted: None,
+                sync: None,
                 config,
             })
             .expect("methods")

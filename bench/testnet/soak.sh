@@ -4,9 +4,12 @@
 # run of MAX_TXS transfers (RATE overrides it). The load is `stave load` runs of CHUNK
 # seconds back to back against node 0. A monitor polls every node's head every 100 ms
 # and its RSS every 10 s, and the script ends with:
-# - the RSS curve of every node (one row a SAMPLE seconds), anonymous and file-backed
-#   apart (LMDB maps the database, so its pages count in RSS as the file grows), and each
-#   node's largest deviation from its anonymous RSS at 5 minutes (target: within 10%);
+# - the RSS curve of every node (one row a SAMPLE seconds): anonymous, of which lazily
+#   freed (pages the allocator gave back with MADV_FREE: counted in RSS until the kernel
+#   needs them, which it then takes without writing anything), and file-backed (LMDB maps
+#   the database, so its pages count in RSS as the file grows); each node's largest
+#   deviation from its value at 5 minutes of the memory it holds, anonymous less lazily
+#   freed, and of anonymous RSS (target: within 10%);
 # - each node's longest stall, the longest time its head stood still (target: under 2
 #   leader timeouts);
 # - transactions sent, accepted and included over all runs (target: every one included).
@@ -40,9 +43,9 @@ def head(i):
         return int(json.load(urllib.request.urlopen(req, timeout=5))["result"], 16)
     except Exception:
         return None
-def rss_mb(pid, field="RssAnon:"):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
+def rss_mb(pid, field):
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        for line in rollup:
             if line.startswith(field):
                 return int(line.split()[1]) / 1024
 start = time.monotonic()
@@ -56,8 +59,9 @@ while (now := time.monotonic()) - start < duration:
             last[i] = (h, now)
         stall[i] = max(stall[i], now - last[i][1])
     if now >= next_rss:
-        rss.append([round(now - start)] + [round(rss_mb(p), 1) for p in pids]
-                   + [round(rss_mb(p, "RssFile:"), 1) for p in pids])
+        rss.append([round(now - start)]
+                   + [round(rss_mb(p, field), 1) for field in ("Anonymous:", "LazyFree:") for p in pids]
+                   + [round(rss_mb(p, "Rss:") - rss_mb(p, "Anonymous:"), 1) for p in pids])
         next_rss += 10
     time.sleep(0.1)
 print(json.dumps({"stall_s": [round(s, 2) for s in stall], "rss": rss, "heads": [l[0] for l in last]}))
@@ -78,18 +82,20 @@ monitor = json.load(open(sys.argv[1]))
 loads = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
 sample, leader_timeout = int(sys.argv[3]), int(sys.argv[4]) / 1000
 rss = monitor["rss"]
-print("RSS (MB) of nodes 0-3: anonymous (the memory the node holds), then file-backed")
-print("(LMDB's mapped pages: the page cache's, reclaimable, growing with the database)")
-print(f"{'s':>6} " + " ".join(f"{'anon' + str(i):>8}" for i in range(4))
-      + " " + " ".join(f"{'file' + str(i):>8}" for i in range(4)))
+print("RSS (MB) of nodes 0-3: anonymous, of it lazily freed (MADV_FREE: the kernel's to take),")
+print("then file-backed (LMDB's mapped pages: the page cache's, growing with the database)")
+print(f"{'s':>6} " + " ".join(f"{kind + str(i):>8}" for kind in ("anon", "lazy", "file") for i in range(4)))
 for row in rss:
     if row[0] % sample < 10:
         print(f"{row[0]:>6} " + " ".join(f"{v:>8}" for v in row[1:]))
 base = next((row for row in rss if row[0] >= 300), rss[0])
 later = [row for row in rss if row[0] >= base[0]]
+held = lambda row, i: row[i + 1] - row[i + 5]
 for i in range(4):
-    dev = max(abs(row[i + 1] - base[i + 1]) / base[i + 1] for row in later)
-    print(f"node{i}: anonymous RSS at {base[0]} s {base[i + 1]} MB, largest deviation after it {dev:.1%}; "
+    dev_held = max(abs(held(row, i) - held(base, i)) / held(base, i) for row in later)
+    dev_anon = max(abs(row[i + 1] - base[i + 1]) / base[i + 1] for row in later)
+    print(f"node{i}: held (anonymous less lazily freed) at {base[0]} s {held(base, i):.1f} MB, "
+          f"largest deviation after it {dev_held:.1%} (anonymous RSS: {dev_anon:.1%}); "
           f"longest stall {monitor['stall_s'][i]} s (2 leader timeouts: {2 * leader_timeout} s)")
 sent = sum(l["sent"] for l in loads)
 accepted = sum(l["accepted"] for l in loads)

@@ -20,11 +20,17 @@ use commonware_consensus::{
     types::{Epoch, Epocher, FixedEpocher, Height},
 };
 use commonware_cryptography::{ed25519, sha256::Digest};
-use commonware_p2p::utils::mux::{Builder as _, MuxHandle, Muxer, SubReceiver, SubSender};
+use commonware_p2p::{
+    Message, Receiver,
+    utils::mux::{self, Builder as _, MuxHandle, Muxer, SubReceiver, SubSender},
+};
 use commonware_runtime::{Handle, Storage as _, Supervisor as _, tokio};
 use commonware_utils::vec::NonEmptyVec;
 use stave_primitives::B256;
-use std::num::NonZeroU64;
+use std::{
+    collections::VecDeque,
+    num::{NonZeroU64, NonZeroUsize},
+};
 
 use ::tokio::sync::watch;
 
@@ -34,7 +40,78 @@ use crate::{
 };
 
 /// One sub-channel of a consensus channel, as an epoch's engine sends and receives on it.
-pub(crate) type EpochChannel = (SubSender<ChannelSender>, SubReceiver<ed25519::PublicKey>);
+pub(crate) type EpochChannel = (SubSender<ChannelSender>, Replay);
+
+/// Most bytes of messages for later epochs kept per channel until this node enters their
+/// epoch: many views' votes and certificates, which are a few hundred bytes each.
+const EARLY_BYTES: usize = 1 << 20;
+
+/// Votes or certificates that came for epochs this node has not entered yet. The others
+/// enter an epoch a moment before it does (they committed the boundary block first): their
+/// first proposal and votes would otherwise be lost to it, and the epoch's first views
+/// would wait for their leader timeout to be sent again.
+#[derive(Default)]
+struct Early {
+    messages: VecDeque<(u64, Message<ed25519::PublicKey>)>,
+    bytes: usize,
+}
+
+impl Early {
+    /// Keeps `message`, for `epoch`, unless that goes over [`EARLY_BYTES`].
+    fn keep(&mut self, epoch: u64, message: Message<ed25519::PublicKey>) {
+        let len = message.1.len();
+        if self.bytes + len <= EARLY_BYTES {
+            self.bytes += len;
+            self.messages.push_back((epoch, message));
+        }
+    }
+
+    /// The messages kept for `epoch`, in arrival order; those for earlier epochs are
+    /// dropped, those for later ones kept.
+    fn take(&mut self, epoch: Epoch) -> VecDeque<Message<ed25519::PublicKey>> {
+        let mut taken = VecDeque::new();
+        let mut kept = VecDeque::new();
+        for (at, message) in self.messages.drain(..) {
+            match at.cmp(&epoch.get()) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => taken.push_back(message),
+                std::cmp::Ordering::Greater => kept.push_back((at, message)),
+            }
+        }
+        self.bytes = kept.iter().map(|(_, message)| message.1.len()).sum();
+        self.messages = kept;
+        taken
+    }
+}
+
+/// An epoch's receiver: first the messages that came for the epoch before the node entered
+/// it, then the sub-channel's own.
+pub(crate) struct Replay {
+    early: VecDeque<Message<ed25519::PublicKey>>,
+    inner: SubReceiver<ed25519::PublicKey>,
+}
+
+impl std::fmt::Debug for Replay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Replay({} early, {:?})", self.early.len(), self.inner)
+    }
+}
+
+impl Receiver for Replay {
+    type Error = mux::Error;
+    type PublicKey = ed25519::PublicKey;
+
+    async fn recv(&mut self) -> Result<Message<Self::PublicKey>, Self::Error> {
+        match self.early.pop_front() {
+            Some(message) => Ok(message),
+            None => self.inner.recv().await,
+        }
+    }
+
+    fn capacity(&self) -> NonZeroUsize {
+        self.inner.capacity()
+    }
+}
 
 /// The channels one epoch's engine runs on.
 pub(crate) struct EpochChannels {
@@ -179,6 +256,7 @@ pub(crate) async fn run(
     );
     mux.start();
 
+    let (mut early_votes, mut early_certificates) = (Early::default(), Early::default());
     let mut active: Option<Active> = None;
     loop {
         let EpochStart { epoch, floor } = *starts.borrow_and_update();
@@ -186,9 +264,10 @@ pub(crate) async fn run(
             // The old engine stops before the new one registers its sub-channels.
             let left = active.take().map(|active| active.epoch);
             let channels = EpochChannels {
-                votes: register(&mut votes, epoch).await,
-                certificates: register(&mut certificates, epoch).await,
-                resolver: register(&mut resolver, epoch).await,
+                votes: register(&mut votes, epoch, early_votes.take(epoch)).await,
+                certificates: register(&mut certificates, epoch, early_certificates.take(epoch))
+                    .await,
+                resolver: register(&mut resolver, epoch, VecDeque::new()).await,
             };
             let engine_context = context
                 .child("simplex")
@@ -213,11 +292,17 @@ pub(crate) async fn run(
                     return;
                 }
             }
-            Some((their_epoch, (from, _))) = vote_backup.recv() => {
-                hint_boundary(&epocher, &marshal, our_epoch, their_epoch, from);
+            Some((their_epoch, message)) = vote_backup.recv() => {
+                if their_epoch > our_epoch.get() {
+                    hint_boundary(&epocher, &marshal, our_epoch, message.0.clone());
+                    early_votes.keep(their_epoch, message);
+                }
             }
-            Some((their_epoch, (from, _))) = cert_backup.recv() => {
-                hint_boundary(&epocher, &marshal, our_epoch, their_epoch, from);
+            Some((their_epoch, message)) = cert_backup.recv() => {
+                if their_epoch > our_epoch.get() {
+                    hint_boundary(&epocher, &marshal, our_epoch, message.0.clone());
+                    early_certificates.keep(their_epoch, message);
+                }
             }
             result = engine => {
                 panic!("the consensus engine of epoch {our_epoch} stopped: {result:?}");
@@ -226,27 +311,29 @@ pub(crate) async fn run(
     }
 }
 
-/// The sub-channel of `epoch` on a muxed channel. Each epoch registers once, and only a
-/// stopped muxer (the node is stopping) refuses.
-async fn register(mux: &mut MuxHandle<ChannelSender>, epoch: Epoch) -> EpochChannel {
-    mux.register(epoch.get())
+/// The sub-channel of `epoch` on a muxed channel, `early` first. Each epoch registers
+/// once, and only a stopped muxer (the node is stopping) refuses.
+async fn register(
+    mux: &mut MuxHandle<ChannelSender>,
+    epoch: Epoch,
+    early: VecDeque<Message<ed25519::PublicKey>>,
+) -> EpochChannel {
+    let (sender, inner) = mux
+        .register(epoch.get())
         .await
-        .expect("the consensus channel muxer runs while the node does")
+        .expect("the consensus channel muxer runs while the node does");
+    (sender, Replay { early, inner })
 }
 
-/// A message for `their_epoch` came from `from` while this node runs `our_epoch`: if
-/// theirs is later, `from` has the finalization of our epoch's last block; marshal fetches
-/// it (and checks it) so the chain gets there.
+/// A message for a later epoch than `our_epoch` came from `from`: `from` has the
+/// finalization of our epoch's last block; marshal fetches it (and checks it) so the
+/// chain gets there.
 fn hint_boundary(
     epocher: &FixedEpocher,
     marshal: &MarshalMailbox<Scheme, Standard<ConsensusBlock>>,
     our_epoch: Epoch,
-    their_epoch: u64,
     from: ed25519::PublicKey,
 ) {
-    if their_epoch <= our_epoch.get() {
-        return;
-    }
     // An endless epoch (a genesis without epochs) has no last block anyone could hold.
     if let Some(last) = epocher
         .last(our_epoch)
@@ -254,7 +341,6 @@ fn hint_boundary(
     {
         tracing::debug!(
             our_epoch = our_epoch.get(),
-            their_epoch,
             "a peer is in a later epoch: fetching our epoch's last finalization"
         );
         marshal.hint_finalized(last, NonEmptyVec::new(from));
@@ -263,6 +349,7 @@ fn hint_boundary(
 
 #[cfg(test)]
 mod tests {
+    use commonware_cryptography::Signer as _;
     use commonware_utils::NZU64;
 
     use super::*;
@@ -278,6 +365,30 @@ mod tests {
         assert_eq!(epoch_after(&epocher, 19), Epoch::new(2));
         let endless = FixedEpocher::new(NZU64!(u64::MAX));
         assert_eq!(epoch_after(&endless, 1 << 40), Epoch::zero());
+    }
+
+    #[test]
+    fn early_messages_go_to_their_epoch_within_a_byte_budget() {
+        let from = ed25519::PrivateKey::from_seed(1).public_key();
+        let message = |byte: u8, len: usize| (from.clone(), vec![byte; len].into());
+        let mut early = Early::default();
+        early.keep(2, message(2, 10));
+        early.keep(3, message(3, 10));
+        early.keep(2, message(4, 10));
+        early.keep(5, message(5, EARLY_BYTES));
+        assert_eq!(early.bytes, 30, "over the budget is dropped");
+        let taken: Vec<u8> = early
+            .take(Epoch::new(2))
+            .iter()
+            .map(|m| m.1.as_ref()[0])
+            .collect();
+        assert_eq!(taken, vec![2, 4], "epoch 2's, in arrival order");
+        assert_eq!(early.bytes, 10, "epoch 3's is kept");
+        assert!(
+            early.take(Epoch::new(4)).is_empty(),
+            "epoch 3's is now past"
+        );
+        assert_eq!(early.bytes, 0);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::{
     collections::BTreeMap,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
@@ -24,12 +24,14 @@ use tokio::{runtime::Handle, sync::broadcast};
 use crate::{LaunchError, p2p::P2p, producer::close};
 
 /// The follower loop: imports peers' blocks in order through the import pipeline,
-/// fetching by number whatever a gap (or a restart) left out. Runs until `stop`.
+/// fetching by number whatever a gap (or a restart) left out, and keeps the highest
+/// number its block sources sent in `highest` (`eth_syncing`). Runs until `stop`.
 pub(crate) fn follow_blocks(
     mut producer: BlockProducer<'static>,
     p2p: P2p,
     runtime: Handle,
     heads: &broadcast::Sender<Arc<Produced>>,
+    highest: &AtomicU64,
     stop: &AtomicBool,
 ) -> Result<(), LaunchError> {
     let P2p {
@@ -46,6 +48,8 @@ pub(crate) fn follow_blocks(
         });
         match received {
             Ok(Some(block)) => {
+                // Only the block sources' blocks reach here (`[p2p] block_sources`).
+                highest.fetch_max(block.number, Ordering::AcqRel);
                 let (head, _) = producer
                     .head()
                     .map_err(LaunchError::import("reading the head"))?;

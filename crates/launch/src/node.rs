@@ -8,7 +8,7 @@
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
-    sync::Arc,
+    sync::{Arc, atomic::AtomicU64},
     thread::JoinHandle,
     time::Duration,
 };
@@ -18,7 +18,7 @@ use stave_exec::ParallelExecutor;
 use stave_net::{Network, NodeId};
 use stave_node::{BlockProducer, Chain, ChainView, ImportError, Parallelism, Produced};
 use stave_primitives::{B256, ChainSpec};
-use stave_rpc::{NodeContext, RpcServer};
+use stave_rpc::{NodeContext, RpcServer, SyncProgress};
 use stave_storage::LmdbStore;
 use stave_txpool::{PoolConfig, TxPool};
 use stave_verify::SenderCache;
@@ -374,12 +374,20 @@ impl Parts {
             supervisor.watch(part, task);
         }
         let network = p2p.as_ref().map(|p2p| p2p.network.clone());
+        // A node that takes its blocks from others reports how far it has to go.
+        let (head, _) = view.head()?;
+        let highest_block = Arc::new(AtomicU64::new(head));
+        let sync = (!matches!(config.role, Role::Producer)).then(|| SyncProgress {
+            starting_block: head,
+            highest_block: highest_block.clone(),
+        });
         let ctx = NodeContext {
             view: view.clone(),
             pool: pool.clone(),
             heads: heads.clone(),
             admitted: p2p.as_ref().map(|p2p| p2p.admitted.clone()),
             config: config.rpc.clone(),
+            sync,
         };
         let mut server = stave_rpc::start(ctx).await?;
         if let Some(task) = server.take_task() {
@@ -398,6 +406,7 @@ impl Parts {
                         p2p: &p2p,
                         heads,
                         idle_wait: config.block_time,
+                        highest_block,
                     },
                     &supervisor,
                 )?;
@@ -424,9 +433,14 @@ impl Parts {
                 let thread = supervisor.spawn(part, "block-producer", move || {
                     let stop = watched.stop_flag();
                     match p2p {
-                        Some(p2p) if follows => {
-                            follower::follow_blocks(producer, p2p, handle, &heads, stop)
-                        }
+                        Some(p2p) if follows => follower::follow_blocks(
+                            producer,
+                            p2p,
+                            handle,
+                            &heads,
+                            &highest_block,
+                            stop,
+                        ),
                         p2p => {
                             let gossip = p2p.map(|p2p| p2p.gossip);
                             producer::produce_blocks(

@@ -10,7 +10,13 @@
 //! process that goes on shuts the network it rides on, and its thread idles until the
 //! process ends.
 
-use std::{num::NonZeroU64, path::Path, sync::Arc, thread::JoinHandle, time::Duration};
+use std::{
+    num::NonZeroU64,
+    path::Path,
+    sync::{Arc, atomic::AtomicU64},
+    thread::JoinHandle,
+    time::Duration,
+};
 
 use stave_consensus::{
     ConsensusBlock, OtherValidators, StaveApp, ValidatorConfig, chain_actor, keys, run_validator,
@@ -38,6 +44,8 @@ pub(crate) struct ValidatorParts<'a> {
     pub heads: broadcast::Sender<Arc<Produced>>,
     /// How long an idle leader waits for transactions before proposing an empty block.
     pub idle_wait: Duration,
+    /// Where the highest finalized height consensus reports goes (`eth_syncing`).
+    pub highest_block: Arc<AtomicU64>,
 }
 
 /// A started validator.
@@ -96,6 +104,7 @@ pub(crate) fn start(
         p2p,
         heads,
         idle_wait,
+        highest_block,
     } = parts;
     let key_path = &config.key;
     let text = std::fs::read_to_string(key_path).map_err(LaunchError::io(format!(
@@ -155,7 +164,9 @@ pub(crate) fn start(
     let (actor, epoch_starts) = actor
         .with_catch_up(Box::new(others), p2p.catching_up.clone())
         .with_epochs(spec.epoch_length())?;
-    let app = app.with_catching_up(p2p.catching_up.clone());
+    let app = app
+        .with_catching_up(p2p.catching_up.clone())
+        .with_tip(highest_block);
     let genesis = ConsensusBlock::genesis(spec);
     let validator = ValidatorConfig {
         key,

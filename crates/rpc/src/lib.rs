@@ -31,4 +31,4 @@ mod workers;
 
 pub use config::RpcConfig;
 pub use error::RpcError;
-pub use server::{NodeContext, RpcServer, methods, start};
+pub use server::{NodeContext, RpcServer, SyncProgress, methods, start};

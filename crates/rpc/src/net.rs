@@ -1,10 +1,18 @@
 //! What the node is rather than what its chain holds: `web3_*`, `net_*`, and the `eth_*`
 //! methods that describe the node (its chain id, whether it syncs, whose keys it holds).
 
-use alloy_primitives::{Address, U64};
+use std::sync::atomic::Ordering;
+
+use alloy_primitives::{Address, U64, U256};
+use alloy_rpc_types_eth::{SyncInfo, SyncStatus};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 
 use crate::rpc::Rpc;
+
+/// Blocks a node may trail the highest block it knows of and still answer `eth_syncing`
+/// with `false`: a validator's head trails the finalized tip by a block or two while it
+/// commits, a follower's its source's while a block travels.
+pub const SYNCING_GAP: u64 = 4;
 
 /// `web3_*`, `net_*` and the node's own `eth_*` methods.
 #[rpc(server)]
@@ -21,9 +29,10 @@ pub trait NetApi {
     /// EIP-695 chain id.
     #[method(name = "eth_chainId")]
     fn chain_id(&self) -> RpcResult<U64>;
-    /// Not syncing: a dev node is always at its own head.
+    /// `false` at the chain's tip; while more than [`SYNCING_GAP`] blocks behind the
+    /// highest block the node knows of, the start, current and highest block.
     #[method(name = "eth_syncing")]
-    fn syncing(&self) -> RpcResult<bool>;
+    fn syncing(&self) -> RpcResult<SyncStatus>;
     /// Accounts the node signs for: none.
     #[method(name = "eth_accounts")]
     fn accounts(&self) -> RpcResult<Vec<Address>>;
@@ -46,8 +55,21 @@ impl NetApiServer for Rpc {
         Ok(U64::from(self.ctx.view.spec().chain_id()))
     }
 
-    fn syncing(&self) -> RpcResult<bool> {
-        Ok(false)
+    fn syncing(&self) -> RpcResult<SyncStatus> {
+        let Some(sync) = &self.ctx.sync else {
+            return Ok(SyncStatus::None);
+        };
+        let current = self.head()?;
+        let highest = sync.highest_block.load(Ordering::Acquire);
+        if highest <= current + SYNCING_GAP {
+            return Ok(SyncStatus::None);
+        }
+        Ok(SyncStatus::Info(Box::new(SyncInfo {
+            starting_block: U256::from(sync.starting_block.min(current)),
+            current_block: U256::from(current),
+            highest_block: U256::from(highest),
+            ..SyncInfo::default()
+        })))
     }
 
     fn accounts(&self) -> RpcResult<Vec<Address>> {

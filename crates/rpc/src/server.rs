@@ -41,6 +41,19 @@ pub struct NodeContext {
     pub admitted: Option<tokio::sync::mpsc::UnboundedSender<Vec<u8>>>,
     /// Limits.
     pub config: RpcConfig,
+    /// How far the chain has to go, on a node that takes its blocks from others
+    /// (`eth_syncing`); `None` on a node that makes its own.
+    pub sync: Option<SyncProgress>,
+}
+
+/// What `eth_syncing` reports on a node that takes its blocks from others.
+#[derive(Clone, Debug)]
+pub struct SyncProgress {
+    /// The head when the node started.
+    pub starting_block: u64,
+    /// The highest block this node knows to exist: the finalized tip consensus reported
+    /// on a validator, the highest block its block source sent on a follower.
+    pub highest_block: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How long a stopping server waits for its connections to close.

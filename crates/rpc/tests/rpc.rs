@@ -1,7 +1,10 @@
 //! The RPC server in-process over a real data dir: logs and their limits, fee history,
 //! storage reads, state at earlier blocks and its horizon.
 
-use std::sync::Arc;
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
 
 use alloy_primitives::{Address, B256, U256};
 use jsonrpsee::{
@@ -12,7 +15,7 @@ use jsonrpsee::{
 use serde_json::Value;
 use stave_node::BlockProducer;
 use stave_primitives::{DEFAULT_BASE_FEE, dev::dev_account};
-use stave_rpc::{NodeContext, RpcConfig, error::LIMIT_EXCEEDED};
+use stave_rpc::{NodeContext, RpcConfig, SyncProgress, error::LIMIT_EXCEEDED, net::SYNCING_GAP};
 use stave_sdk::{
     LocalSigner, TxBuilder,
     contracts::{ERC20_TRANSFER_TOPIC, stave_token_balance_slot},
@@ -46,6 +49,22 @@ async fn serve(
     Arc<stave_state::StateLayers<'static>>,
     &'static LmdbStore,
 ) {
+    serve_with(dir, config, None).await
+}
+
+/// [`serve`] for a node that takes its blocks from others and reports `sync`.
+async fn serve_with(
+    dir: &std::path::Path,
+    config: RpcConfig,
+    sync: Option<SyncProgress>,
+) -> (
+    std::net::SocketAddr,
+    stave_rpc::RpcServer,
+    BlockProducer<'static>,
+    Arc<TxPool>,
+    Arc<stave_state::StateLayers<'static>>,
+    &'static LmdbStore,
+) {
     let rpc_checks::TokenChain {
         view,
         pool,
@@ -59,6 +78,7 @@ async fn serve(
         pool: pool.clone(),
         heads,
         admitted: None,
+        sync,
         config: RpcConfig {
             addr: "127.0.0.1:0".parse().expect("address"),
             ..config
@@ -440,4 +460,35 @@ async fn a_submission_is_admitted_while_the_import_pool_is_busy() {
         .expect("admitted");
     assert_eq!(hash, tx.hash());
     assert!(pool.get(&hash).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn syncing_reports_progress_only_while_the_node_is_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let highest = Arc::new(AtomicU64::new(0));
+    let sync = SyncProgress {
+        starting_block: 0,
+        highest_block: highest.clone(),
+    };
+    let (addr, _server, _producer, ..) =
+        serve_with(dir.path(), RpcConfig::default(), Some(sync)).await;
+    let client = HttpClientBuilder::default()
+        .build(format!("http://{addr}"))
+        .expect("client");
+    let syncing = || async {
+        client
+            .request::<Value, _>("eth_syncing", rpc_params![])
+            .await
+            .expect("answers")
+    };
+    // At the tip, or a few blocks short of it while a block travels: not syncing.
+    assert_eq!(syncing().await, Value::Bool(false));
+    highest.store(SYNCING_GAP, Ordering::Release);
+    assert_eq!(syncing().await, Value::Bool(false));
+    // Far behind: where it started, where it is, where the chain is.
+    highest.store(1_000, Ordering::Release);
+    let progress = syncing().await;
+    assert_eq!(hex_u64(&progress["startingBlock"]), 0, "{progress}");
+    assert_eq!(hex_u64(&progress["currentBlock"]), 0, "{progress}");
+    assert_eq!(hex_u64(&progress["highestBlock"]), 1_000, "{progress}");
 }

@@ -65,6 +65,14 @@ impl StaveApp {
         self
     }
 
+    /// Keeps the highest finalized height marshal reports in `tip`, which others read
+    /// (the node's `eth_syncing`), rather than in an atomic of its own.
+    pub fn with_tip(mut self, tip: Arc<AtomicU64>) -> Self {
+        tip.fetch_max(self.tip.load(Ordering::Acquire), Ordering::AcqRel);
+        self.tip = tip;
+        self
+    }
+
     /// Publishes whether `delivered` (the height of the newest delivered block), or the
     /// head if the chain actor imported further on its own, is far below the finalized
     /// tip, and asks the chain actor to catch up when it falls behind.
