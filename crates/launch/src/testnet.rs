@@ -1,5 +1,6 @@
 //! A multi-validator chain on one machine, as `stave testnet init` writes it: one genesis
-//! naming N validators, a chain CA, and per node a consensus key, a TLS certificate
+//! naming N validators, with the governance contract (the dev mnemonic's account i the
+//! committee member of validator i, a majority deciding), a chain CA, and per node a consensus key, a TLS certificate
 //! holding that same key, and `node<i>/config.toml` (ports counted up from the layout's
 //! base ports). Each config starts a node with [`NodeConfig::from_toml_file`];
 //! [`run_nodes`] starts one `stave node --config` process per config and stops them
@@ -15,6 +16,7 @@ use std::{
 };
 
 use stave_consensus::keys;
+use stave_governance::GovernanceGenesis;
 use stave_primitives::B256;
 
 use crate::{
@@ -101,9 +103,19 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
             })
         })
         .collect::<Result<Vec<_>, LaunchError>>()?;
-    let validators = members.iter().map(|member| member.validator).collect();
-    let (spec, _) = stave_primitives::dev::dev_chain()?;
-    let spec = spec.with_validators(validators)?;
+    let validators: Vec<B256> = members.iter().map(|member| member.validator).collect();
+    let (spec, accounts) = stave_primitives::dev::dev_chain()?;
+    let spec = spec.with_validators(validators.clone())?;
+    // The governance committee: the dev mnemonic's account i for validator i (as far as
+    // its 10 funded accounts go), one vote each, a majority deciding.
+    let committee = accounts
+        .iter()
+        .take(usize::from(layout.nodes))
+        .map(|account| account.address)
+        .collect();
+    let spec = GovernanceGenesis::majority(committee, validators)
+        .install(spec)
+        .map_err(|error| LaunchError::Config(format!("the testnet's governance: {error}")))?;
     let spec = match layout.epoch_length {
         Some(length) => spec.with_epoch_length(length)?,
         None => spec,

@@ -111,6 +111,16 @@ impl ChainSpec {
         self.with_stave_config()
     }
 
+    /// The same chain with `account` at `address` in its genesis (replacing any there).
+    pub fn with_account(
+        mut self,
+        address: Address,
+        account: GenesisAccount,
+    ) -> Result<Self, ChainSpecError> {
+        self.genesis.alloc.insert(address, account);
+        Self::from_genesis(self.genesis)
+    }
+
     /// Writes `self.stave` into the genesis and checks the result as a parsed file is.
     fn with_stave_config(mut self) -> Result<Self, ChainSpecError> {
         self.genesis

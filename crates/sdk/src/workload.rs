@@ -193,7 +193,6 @@ pub fn signed_workload_range(
 pub fn workload_genesis(chain_id: u64, accounts: u64, token: Option<Address>) -> ChainSpec {
     let spec = ChainSpec::dev(chain_id, accounts);
     let Some(token) = token else { return spec };
-    let mut genesis = spec.genesis().clone();
     let funded = B256::from(U256::from(1_000u64) * U256::from(10u64).pow(U256::from(18)));
     let storage = (0..accounts)
         .into_par_iter()
@@ -201,14 +200,12 @@ pub fn workload_genesis(chain_id: u64, accounts: u64, token: Option<Address>) ->
         .collect::<Vec<_>>()
         .into_iter()
         .collect();
-    genesis.alloc.insert(
-        token,
-        GenesisAccount::default()
-            .with_code(Some(stave_token_runtime()))
-            .with_storage(Some(storage)),
-    );
+    let token_account = GenesisAccount::default()
+        .with_code(Some(stave_token_runtime()))
+        .with_storage(Some(storage));
     // Only the alloc changed, and the dev spec it came from was valid.
-    ChainSpec::from_genesis(genesis).expect("a dev genesis plus a contract is valid")
+    spec.with_account(token, token_account)
+        .expect("a dev genesis plus a contract is valid")
 }
 
 /// A recipient address for tx `i`, disjoint from every dev sender.

@@ -1,0 +1,211 @@
+//! The governance contract on a real `stave node`: a genesis made with
+//! `stave_governance::GovernanceGenesis` serves the committee, threshold and validators it
+//! was given through `eth_call`; committee members change them with ordinary signed
+//! transactions (a proposal applies when its votes reach the threshold, with its events);
+//! bad input reverts with its reason.
+
+mod support;
+
+use std::process::Command;
+
+use alloy_primitives::{Address, B256, Bytes, TxKind, U256};
+use alloy_sol_types::{SolCall, SolEvent};
+use serde_json::{Value, json};
+use stave_governance::{
+    GOVERNANCE_ADDRESS, GovernanceGenesis,
+    IStaveGovernance::{self, Action},
+};
+use stave_primitives::{ChainSpec, dev::dev_account};
+use stave_sdk::{LocalSigner, TxBuilder};
+use support::{JsonRpc, Node, free_port, wait_for};
+
+const CHAIN_ID: u64 = 1337;
+
+/// A node producing blocks on a dev chain whose genesis has governance: dev accounts 0, 1
+/// and 2 the committee (majority: 2 of 3), four validators, a minimum of four.
+fn node_with_governance(dir: &std::path::Path) -> (Node, GovernanceGenesis) {
+    let validators: Vec<B256> = (1..=4).map(B256::repeat_byte).collect();
+    let members = (0..3).map(|i| dev_account(i).address).collect();
+    let governance = GovernanceGenesis::majority(members, validators);
+    let spec = governance
+        .install(ChainSpec::dev(CHAIN_ID, 4))
+        .expect("a valid genesis");
+    std::fs::write(dir.join("genesis.json"), spec.to_json()).expect("writes");
+    let (port, metrics) = (free_port(), free_port());
+    std::fs::write(
+        dir.join("node.toml"),
+        format!(
+            "genesis = \"genesis.json\"\ndatadir = \"data\"\nblock_time_ms = 100\nrpc_addr = \"127.0.0.1:{port}\"\nmetrics_addr = \"127.0.0.1:{metrics}\"\n"
+        ),
+    )
+    .expect("writes");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
+    command
+        .args(["node", "--config"])
+        .arg(dir.join("node.toml"));
+    (Node::launch(command, port, metrics), governance)
+}
+
+/// `eth_call` of `call` on the contract: the decoded return value.
+fn read<C: SolCall>(node: &Node, call: C) -> C::Return {
+    let output = node.result(
+        "eth_call",
+        json!([{ "to": GOVERNANCE_ADDRESS, "data": Bytes::from(call.abi_encode()) }, "latest"]),
+    );
+    let bytes: Bytes = serde_json::from_value(output).expect("hex");
+    C::abi_decode_returns(&bytes).expect("decodes")
+}
+
+/// The error `eth_call` of `call` from `from` answers (it must fail).
+fn refusal<C: SolCall>(node: &Node, from: Address, call: C) -> String {
+    let answer = node.call(
+        "eth_call",
+        json!([{ "from": from, "to": GOVERNANCE_ADDRESS, "data": Bytes::from(call.abi_encode()) }, "latest"]),
+    );
+    answer["error"]["message"].to_string()
+}
+
+/// Dev account `member` sends `call` to the contract at `nonce`; its receipt once mined.
+fn send<C: SolCall>(node: &Node, member: u64, nonce: u64, call: C) -> Value {
+    let signer = LocalSigner::from_secret(&dev_account(member).secret).expect("key");
+    let tx = TxBuilder::new(CHAIN_ID, 4_000_000_000).build(
+        nonce,
+        500_000,
+        TxKind::Call(GOVERNANCE_ADDRESS),
+        U256::ZERO,
+        call.abi_encode().into(),
+    );
+    let raw = format!("0x{}", hex::encode(signer.sign_tx(tx).encoded()));
+    let hash = node.result("eth_sendRawTransaction", json!([raw]));
+    let mut receipt = Value::Null;
+    wait_for("the receipt", std::time::Duration::from_secs(30), || {
+        receipt = node.result("eth_getTransactionReceipt", json!([hash]));
+        !receipt.is_null()
+    });
+    receipt
+}
+
+/// The topics-0 of a receipt's logs.
+fn events(receipt: &Value) -> Vec<B256> {
+    receipt["logs"]
+        .as_array()
+        .expect("logs")
+        .iter()
+        .map(|log| serde_json::from_value(log["topics"][0].clone()).expect("a topic"))
+        .collect()
+}
+
+#[test]
+fn the_genesis_state_is_what_the_contract_reads_and_members_change_it_by_vote() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (node, governance) = node_with_governance(dir.path());
+
+    // The storage the genesis wrote is the state the contract's getters read.
+    let members: Vec<Address> = governance.members.iter().map(|(m, _)| *m).collect();
+    assert_eq!(read(&node, IStaveGovernance::getMembersCall {}), members);
+    assert_eq!(
+        read(&node, IStaveGovernance::thresholdCall {}),
+        U256::from(2)
+    );
+    assert_eq!(
+        read(&node, IStaveGovernance::weightOfCall { member: members[1] }),
+        U256::from(1)
+    );
+    assert_eq!(
+        read(&node, IStaveGovernance::minValidatorsCall {}),
+        U256::from(4)
+    );
+    assert_eq!(
+        read(&node, IStaveGovernance::getValidatorsCall {}),
+        governance.validators
+    );
+
+    // A fifth validator: proposed by member 0 (its vote counts), applied by member 1's.
+    let key = B256::repeat_byte(5);
+    let add = IStaveGovernance::proposeCall {
+        action: Action::AddValidator,
+        target: key,
+        value: U256::ZERO,
+    };
+    let proposed = send(&node, 0, 0, add.clone());
+    assert_eq!(proposed["status"], "0x1", "{proposed}");
+    assert_eq!(
+        events(&proposed),
+        vec![
+            IStaveGovernance::Proposed::SIGNATURE_HASH,
+            IStaveGovernance::Voted::SIGNATURE_HASH
+        ]
+    );
+    assert_eq!(read(&node, IStaveGovernance::getValidatorsCall {}).len(), 4);
+    let voted = send(&node, 1, 0, IStaveGovernance::voteCall { id: U256::ZERO });
+    assert_eq!(voted["status"], "0x1", "{voted}");
+    assert_eq!(
+        events(&voted),
+        vec![
+            IStaveGovernance::Voted::SIGNATURE_HASH,
+            IStaveGovernance::Executed::SIGNATURE_HASH
+        ]
+    );
+    let mut expected = governance.validators.clone();
+    expected.push(key);
+    assert_eq!(
+        read(&node, IStaveGovernance::getValidatorsCall {}),
+        expected
+    );
+
+    // Bad input reverts with its reason.
+    let outsider = dev_account(3).address;
+    let vote = |id| IStaveGovernance::voteCall { id: U256::from(id) };
+    for (from, reason, message) in [
+        (
+            outsider,
+            "not a committee member",
+            refusal(&node, outsider, vote(0)),
+        ),
+        (
+            members[0],
+            "proposal already applied",
+            refusal(&node, members[0], vote(0)),
+        ),
+        (
+            members[2],
+            "no such proposal",
+            refusal(&node, members[2], vote(7)),
+        ),
+        (
+            members[0],
+            "already a validator",
+            refusal(&node, members[0], add.clone()),
+        ),
+    ] {
+        assert!(message.contains(reason), "{from}: {message}");
+    }
+    let remove = |target| IStaveGovernance::proposeCall {
+        action: Action::RemoveValidator,
+        target,
+        value: U256::ZERO,
+    };
+    assert!(refusal(&node, members[0], remove(B256::repeat_byte(9))).contains("unknown key"));
+    // Member 0 proposes a removal; a second proposal to remove another one is refused
+    // when it would apply below the minimum of four.
+    let removed = send(&node, 0, 1, remove(B256::repeat_byte(1)));
+    assert_eq!(removed["status"], "0x1");
+    let applied = send(
+        &node,
+        2,
+        0,
+        IStaveGovernance::voteCall { id: U256::from(1) },
+    );
+    assert_eq!(applied["status"], "0x1");
+    assert_eq!(read(&node, IStaveGovernance::getValidatorsCall {}).len(), 4);
+    let message = refusal(&node, members[0], remove(B256::repeat_byte(2)));
+    assert!(message.contains("below its minimum"), "{message}");
+    // A member who voted once cannot vote again.
+    let admit = IStaveGovernance::proposeCall {
+        action: Action::AddNode,
+        target: B256::repeat_byte(0xaa),
+        value: U256::ZERO,
+    };
+    assert_eq!(send(&node, 0, 2, admit)["status"], "0x1");
+    assert!(refusal(&node, members[0], vote(2)).contains("already voted"));
+}
