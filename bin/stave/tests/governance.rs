@@ -209,3 +209,62 @@ fn the_genesis_state_is_what_the_contract_reads_and_members_change_it_by_vote() 
     assert_eq!(send(&node, 0, 2, admit)["status"], "0x1");
     assert!(refusal(&node, members[0], vote(2)).contains("already voted"));
 }
+
+/// `stave gov` with `args` against `node`: exit success, stdout, stderr.
+fn gov(node: &Node, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .arg("gov")
+        .args(args)
+        .args(["--rpc", &format!("http://127.0.0.1:{}", node.port)])
+        .output()
+        .expect("runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn stave_gov_shows_proposes_and_votes_and_says_why_a_call_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (node, governance) = node_with_governance(dir.path());
+    let key = |i: u64| dev_account(i).secret.to_string();
+
+    let (ok, members, _) = gov(&node, &["members"]);
+    assert!(ok);
+    let members: Vec<Value> = members
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(members.len(), governance.members.len());
+    assert_eq!(members[0]["weight"], "0x1");
+
+    let node_id = format!("0x{}", "bb".repeat(32));
+    let (ok, out, err) = gov(&node, &["propose", "--key", &key(0), "add-node", &node_id]);
+    assert!(ok, "{err}");
+    let proposed: Value = serde_json::from_str(out.trim()).expect("JSON");
+    assert_eq!(proposed["proposal"], "0x0", "{proposed}");
+    assert_eq!(proposed["applied"], false);
+
+    // Not a member: refused before anything is sent, with the contract's reason.
+    let (ok, _, err) = gov(&node, &["vote", "--key", &key(3), "0"]);
+    assert!(!ok);
+    assert!(err.contains("not a committee member"), "{err}");
+
+    let (ok, out, err) = gov(&node, &["vote", "--key", &key(1), "0"]);
+    assert!(ok, "{err}");
+    let voted: Value = serde_json::from_str(out.trim()).expect("JSON");
+    assert_eq!(voted["applied"], true, "{voted}");
+
+    let (ok, out, _) = gov(&node, &["show"]);
+    assert!(ok);
+    let shown: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(shown["nodes"], json!([node_id]));
+    assert_eq!(shown["proposals"][0]["applied"], true);
+    assert_eq!(shown["threshold"], "0x2");
+    // An action without the target it needs is a usage error.
+    let (ok, _, err) = gov(&node, &["propose", "--key", &key(0), "add-validator"]);
+    assert!(!ok);
+    assert!(err.contains("needs a target"), "{err}");
+}

@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use alloy_eips::BlockNumberOrTag;
-use alloy_primitives::{Address, B256, U64, U256, hex};
-use alloy_rpc_types_eth::{Block, TransactionReceipt};
+use alloy_primitives::{Address, B256, Bytes, U64, U256, hex};
+use alloy_rpc_types_eth::{Block, TransactionReceipt, TransactionRequest};
 use jsonrpsee::{
     core::{
         ClientError,
@@ -39,6 +39,17 @@ pub const SERVER_BUSY: i32 = -32005;
 const BUSY_PAUSE_MIN: Duration = Duration::from_millis(20);
 /// The longest pause between retries of a busy answer.
 const BUSY_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// The call object of `eth_call` and `eth_estimateGas`.
+fn call_object(from: Option<Address>, to: Address, data: &[u8]) -> TransactionRequest {
+    let request = TransactionRequest::default()
+        .to(to)
+        .input(Bytes::copy_from_slice(data).into());
+    match from {
+        Some(from) => request.from(from),
+        None => request,
+    }
+}
 
 /// A JSON-RPC client of one node over HTTP.
 #[derive(Debug, Clone)]
@@ -163,6 +174,44 @@ impl RpcClient {
             rpc_params![address, BlockNumberOrTag::Latest],
         )
         .await
+    }
+
+    /// `eth_call` of `data` on `to` from `from` at the head: the return data. A revert is
+    /// an [`SdkError::Rpc`] whose message carries the reason.
+    pub async fn call_contract(
+        &self,
+        from: Option<Address>,
+        to: Address,
+        data: &[u8],
+    ) -> Result<Bytes, SdkError> {
+        self.call(
+            "eth_call",
+            rpc_params![call_object(from, to, data), BlockNumberOrTag::Latest],
+        )
+        .await
+    }
+
+    /// `eth_estimateGas` of `data` sent to `to` from `from`: the gas it needs. A call that
+    /// would revert is an [`SdkError::Rpc`] with the reason.
+    pub async fn estimate_gas(
+        &self,
+        from: Address,
+        to: Address,
+        data: &[u8],
+    ) -> Result<u64, SdkError> {
+        let gas: U64 = self
+            .call(
+                "eth_estimateGas",
+                rpc_params![call_object(Some(from), to, data)],
+            )
+            .await?;
+        Ok(gas.to())
+    }
+
+    /// `eth_gasPrice`: a gas price, in wei, that the next block accepts.
+    pub async fn gas_price(&self) -> Result<u128, SdkError> {
+        let price: U256 = self.call("eth_gasPrice", rpc_params![]).await?;
+        Ok(price.to())
     }
 
     /// `eth_sendRawTransaction`: the transaction's hash once the node accepted it.

@@ -4,6 +4,7 @@ mod bench;
 mod block;
 mod chain;
 mod genesis;
+mod gov;
 mod input;
 mod keys;
 mod load;
@@ -42,6 +43,9 @@ pub enum Command {
     /// Run a measured workload and report throughput stage by stage.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// The consortium's governance contract: show it, propose changes, vote.
+    #[command(subcommand)]
+    Gov(gov::GovCommand),
 }
 
 /// Runs one subcommand.
@@ -56,6 +60,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Node(args) => node::run(args),
         Command::Testnet(cmd) => testnet::run(cmd),
         Command::Load(args) => load::run(args),
+        Command::Gov(cmd) => gov::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
     }
 }
