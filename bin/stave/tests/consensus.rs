@@ -20,7 +20,7 @@ use std::{
 use serde_json::json;
 use stave_sdk::LocalSigner;
 use support::{
-    JsonRpc, Node, account, block_id, free_ports, included, probe, quantity, send_beside,
+    JsonRpc, Node, account, block_id, free_ports, get, included, probe, quantity, send_beside,
     send_transfers, wait_final, wait_for,
 };
 
@@ -256,6 +256,26 @@ fn validators_cross_epochs_and_one_killed_before_a_boundary_votes_after_it() {
         epochs.iter().all(|&epoch| epoch == epochs[0]),
         "epochs {epochs:?}"
     );
+}
+
+/// `/health` answers 200 while a node runs; `/ready` 503 with the reason while a validator
+/// has no peer, 200 once the others are up; unknown paths 404.
+#[test]
+fn ready_waits_for_peers_and_health_only_for_the_process() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let testnet = Testnet::init(root.path(), 4);
+    let first = testnet.launch(0);
+    let endpoint = std::net::SocketAddr::from(([127, 0, 0, 1], first.metrics_port));
+    assert!(get(endpoint, "/health").starts_with("HTTP/1.1 200"));
+    let alone = get(endpoint, "/ready");
+    assert!(alone.starts_with("HTTP/1.1 503"), "{alone}");
+    assert!(alone.contains("no peer connected"), "{alone}");
+    assert!(get(endpoint, "/nowhere").starts_with("HTTP/1.1 404"));
+    assert!(get(endpoint, "/metrics").starts_with("HTTP/1.1 200"));
+    let _others: Vec<Node> = (1..4).map(|i| testnet.launch(i)).collect();
+    wait_for("validator 0 to be ready", Duration::from_secs(60), || {
+        get(endpoint, "/ready").starts_with("HTTP/1.1 200")
+    });
 }
 
 #[test]

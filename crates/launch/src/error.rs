@@ -48,14 +48,14 @@ pub enum LaunchError {
     /// A config that cannot work (a follower without peers, a bad node id...).
     #[error("{0}")]
     Config(String),
-    /// The Prometheus exporter could not listen.
+    /// The metrics endpoint could not listen.
     #[error("serving metrics on {addr} (`metrics_addr`)")]
     Metrics {
         /// Where it was to listen.
         addr: SocketAddr,
-        /// The exporter's error.
+        /// Why it could not.
         #[source]
-        source: metrics_exporter_prometheus::BuildError,
+        source: std::io::Error,
     },
     /// The data dir's store could not be opened.
     #[error("opening {}", path.display())]

@@ -1,30 +1,67 @@
-//! The Prometheus exporter. Its recorder is global to the process (the `metrics` facade
-//! has one), so only the first node of a process that asks for metrics serves them; a
-//! later one runs without an endpoint rather than fail, its metrics going to that same
-//! recorder.
+//! The node's operations endpoint, on its metrics address: `/metrics` (Prometheus),
+//! `/health` (the process serves: 200) and `/ready` (200 once the node can serve its
+//! users, 503 with the reasons otherwise), for Prometheus, load balancers and
+//! orchestrators.
+//!
+//! The Prometheus recorder is global to the process (the `metrics` facade has one), so only
+//! the first node of a process that asks for metrics serves them; a later one runs without
+//! an endpoint rather than fail, its metrics going to that same recorder.
 
-use std::net::{SocketAddr, TcpListener};
+use std::{
+    convert::Infallible,
+    net::SocketAddr,
+    path::PathBuf,
+    sync::{Arc, OnceLock, atomic::Ordering},
+    time::Duration,
+};
 
-use metrics_exporter_prometheus::PrometheusBuilder;
+use http_body_util::Full;
+use hyper::{Request, Response, StatusCode, body::Bytes, header, service::service_fn};
+use hyper_util::rt::TokioIo;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use stave_net::Network;
+use stave_node::ChainView;
+use stave_rpc::{SyncProgress, net::SYNCING_GAP};
+use tokio::net::TcpListener;
 
 use crate::LaunchError;
 
-/// Serves metrics on `addr` (port 0: a free one) from tasks of the current runtime, and
-/// installs the recorder they read. Returns the address served, or `None` when this
-/// process already has a recorder.
-pub(crate) fn serve(addr: SocketAddr) -> Result<Option<SocketAddr>, LaunchError> {
-    let error = |source| LaunchError::Metrics { addr, source };
-    let addr = match addr.port() {
-        // The exporter does not say which port it bound: take one the OS says is free.
-        0 => TcpListener::bind(addr)
-            .and_then(|listener| listener.local_addr())
-            .map_err(LaunchError::io(format!("finding a free port on {addr}")))?,
-        _ => addr,
-    };
-    let (recorder, exporter) = PrometheusBuilder::new()
-        .with_http_listener(addr)
-        .build()
-        .map_err(error)?;
+/// How often histograms are drained into the exported state.
+const UPKEEP: Duration = Duration::from_secs(5);
+
+/// What `/ready` looks at, known once the node's parts have started.
+pub(crate) struct ReadyParts {
+    /// The chain.
+    pub view: Arc<ChainView<'static>>,
+    /// How far behind the chain is, on a node that takes blocks from others.
+    pub sync: Option<SyncProgress>,
+    /// The P2P network, on a node that has one.
+    pub network: Option<Network>,
+    /// The data dir, which must take writes.
+    pub datadir: PathBuf,
+}
+
+/// Filled in once the node has started; `/ready` answers 503 until then.
+pub(crate) type Readiness = Arc<OnceLock<ReadyParts>>;
+
+/// Serves `/metrics`, `/health` and `/ready` on `addr` (port 0: a free one) from tasks of
+/// the current runtime, and installs the recorder `/metrics` reads. Returns the address
+/// served, or `None` when this process already has a recorder.
+pub(crate) fn serve(
+    addr: SocketAddr,
+    readiness: Readiness,
+) -> Result<Option<SocketAddr>, LaunchError> {
+    let listener = std::net::TcpListener::bind(addr)
+        .and_then(|listener| {
+            listener.set_nonblocking(true)?;
+            Ok(listener)
+        })
+        .map_err(|source| LaunchError::Metrics { addr, source })?;
+    let bound = listener.local_addr().map_err(LaunchError::io(format!(
+        "reading the address bound on {addr}"
+    )))?;
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
     if metrics::set_global_recorder(recorder).is_err() {
         tracing::warn!(
             %addr,
@@ -32,6 +69,98 @@ pub(crate) fn serve(addr: SocketAddr) -> Result<Option<SocketAddr>, LaunchError>
         );
         return Ok(None);
     }
-    tokio::spawn(exporter);
-    Ok(Some(addr))
+    let listener =
+        TcpListener::from_std(listener).map_err(LaunchError::io(format!("serving on {bound}")))?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(UPKEEP).await;
+            upkeep.run_upkeep();
+        }
+    });
+    tokio::spawn(accept(listener, handle, readiness));
+    Ok(Some(bound))
+}
+
+/// Serves each connection on a task of its own.
+async fn accept(listener: TcpListener, handle: PrometheusHandle, readiness: Readiness) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // Out of descriptors, say: wait rather than spin.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let (handle, readiness) = (handle.clone(), readiness.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let answer = answer(&request, &handle, &readiness);
+                async move { Ok::<_, Infallible>(answer) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// The answer to one request.
+fn answer<B>(
+    request: &Request<B>,
+    handle: &PrometheusHandle,
+    readiness: &Readiness,
+) -> Response<Full<Bytes>> {
+    match request.uri().path() {
+        "/metrics" => text(StatusCode::OK, handle.render()),
+        "/health" => text(StatusCode::OK, "ok\n".into()),
+        "/ready" => match readiness.get().map(not_ready) {
+            None => text(StatusCode::SERVICE_UNAVAILABLE, "starting\n".into()),
+            Some(reasons) if reasons.is_empty() => text(StatusCode::OK, "ready\n".into()),
+            Some(reasons) => text(StatusCode::SERVICE_UNAVAILABLE, reasons.join("\n") + "\n"),
+        },
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found: /metrics, /health, /ready\n".into(),
+        ),
+    }
+}
+
+/// Why the node cannot serve its users now: behind the chain, no peer, or a data dir that
+/// takes no writes. Empty when it can.
+fn not_ready(parts: &ReadyParts) -> Vec<String> {
+    let mut reasons = Vec::new();
+    match parts.view.head() {
+        Ok((head, _)) => {
+            if let Some(sync) = &parts.sync {
+                let highest = sync.highest_block.load(Ordering::Acquire);
+                if highest > head + SYNCING_GAP {
+                    reasons.push(format!("syncing: block {head} of {highest}"));
+                }
+            }
+        }
+        Err(error) => reasons.push(format!("the chain cannot be read: {error}")),
+    }
+    if let Some(network) = &parts.network
+        && network.peers().is_empty()
+    {
+        reasons.push("no peer connected".into());
+    }
+    let probe = parts.datadir.join(".ready-probe");
+    match std::fs::write(&probe, b"ready").and_then(|()| std::fs::remove_file(&probe)) {
+        Ok(()) => {}
+        Err(error) => reasons.push(format!(
+            "the data dir {} takes no writes: {error}",
+            parts.datadir.display()
+        )),
+    }
+    reasons
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
 }

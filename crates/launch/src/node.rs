@@ -136,11 +136,13 @@ impl RunningNode {
 
     /// Everything [`RunningNode::start`] does but build the runtime.
     fn start_on(runtime: &Runtime, config: NodeConfig) -> Result<(Self, Tasks), LaunchError> {
-        // The exporter goes first, so metrics recorded while the chain opens are kept.
+        // The exporter goes first, so metrics recorded while the chain opens are kept;
+        // `/ready` says "starting" until the parts it checks are known.
+        let readiness = metrics::Readiness::default();
         let metrics_addr = match config.metrics_addr {
             Some(addr) => {
                 let _runtime = runtime.enter();
-                metrics::serve(addr)?
+                metrics::serve(addr, readiness.clone())?
             }
             None => None,
         };
@@ -196,6 +198,7 @@ impl RunningNode {
             view,
             pool,
             producer,
+            readiness,
         };
         let (mut node, mut tasks) = runtime.block_on(parts.launch(runtime))?;
         node.metrics_addr = metrics_addr;
@@ -331,6 +334,7 @@ struct Parts {
     view: Arc<ChainView<'static>>,
     pool: Arc<TxPool>,
     producer: BlockProducer<'static>,
+    readiness: metrics::Readiness,
 }
 
 impl Parts {
@@ -343,6 +347,7 @@ impl Parts {
             view,
             pool,
             producer,
+            readiness,
         } = self;
         let (heads, _) = broadcast::channel::<Arc<Produced>>(1_024);
         let (supervisor, ended) = Supervisor::new();
@@ -380,6 +385,12 @@ impl Parts {
         let sync = (!matches!(config.role, Role::Producer)).then(|| SyncProgress {
             starting_block: head,
             highest_block: highest_block.clone(),
+        });
+        let _ = readiness.set(metrics::ReadyParts {
+            view: view.clone(),
+            sync: sync.clone(),
+            network: network.clone(),
+            datadir: datadir.clone(),
         });
         let ctx = NodeContext {
             view: view.clone(),

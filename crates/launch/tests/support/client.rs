@@ -197,15 +197,20 @@ pub fn probe(port: u16) -> Option<u64> {
 
 /// What the Prometheus endpoint at `addr` exports now.
 pub fn scrape(addr: SocketAddr) -> String {
+    get(addr, "/metrics")
+}
+
+/// The whole HTTP answer (status line, headers, body) to `GET path` at `addr`.
+pub fn get(addr: SocketAddr, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).expect("metrics port");
     write!(
         stream,
-        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     )
     .expect("writes");
-    let mut exported = String::new();
-    stream.read_to_string(&mut exported).expect("reads");
-    exported
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("reads");
+    answer
 }
 
 /// The names of the `stave_` metrics the Grafana dashboard in `ops/grafana` queries.
