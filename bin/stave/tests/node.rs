@@ -370,3 +370,29 @@ fn keeps_every_block(node: &Node, reported: &[Value]) {
         assert_eq!(&block["hash"], hash, "block {number}");
     }
 }
+
+#[test]
+fn log_format_json_writes_one_json_object_an_event() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut command, port, metrics_port) = Node::dev_command(dir.path());
+    command
+        .arg("--log-format")
+        .arg("json")
+        .env("RUST_LOG", "info");
+    let mut node = Node::launch(command, port, metrics_port);
+    support::wait_for("two blocks", std::time::Duration::from_secs(30), || {
+        node.head() >= 2
+    });
+    let stderr = node.stderr();
+    let events: Vec<Value> = stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect();
+    let block = events
+        .iter()
+        .find(|event| event["fields"]["message"] == "block")
+        .unwrap_or_else(|| panic!("no block event in {stderr}"));
+    assert_eq!(block["level"], "INFO");
+    assert!(block["timestamp"].is_string());
+    assert!(block["fields"]["number"].is_u64());
+}
