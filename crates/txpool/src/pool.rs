@@ -398,8 +398,7 @@ impl TxPool {
 
     fn publish_size(inner: &Inner) {
         let status = Self::status_of(inner);
-        metrics::gauge!("stave_txpool_transactions_total")
-            .set((status.pending + status.queued) as f64);
+        // The total is `sum(stave_txpool_transactions)`; a `_total` name is a counter's.
         metrics::gauge!("stave_txpool_transactions", "kind" => "pending")
             .set(status.pending as f64);
         metrics::gauge!("stave_txpool_transactions", "kind" => "queued").set(status.queued as f64);
