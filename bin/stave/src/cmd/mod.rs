@@ -3,6 +3,7 @@
 mod bench;
 mod block;
 mod chain;
+mod evm;
 mod genesis;
 mod input;
 mod keys;
@@ -42,6 +43,9 @@ pub enum Command {
     /// Run a measured workload and report throughput stage by stage.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Run the executors against Ethereum's test suites.
+    #[command(subcommand)]
+    Evm(evm::EvmCommand),
 }
 
 /// Runs one subcommand.
@@ -57,5 +61,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Testnet(cmd) => testnet::run(cmd),
         Command::Load(args) => load::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Evm(cmd) => evm::run(cmd),
     }
 }
