@@ -22,13 +22,13 @@ use std::{collections::BTreeMap, sync::OnceLock};
 
 use alloy_consensus::{TxEip1559, TxEip2930, TxLegacy, TypedTransaction};
 use alloy_eips::eip2930::{AccessList, AccessListItem};
-use alloy_genesis::{ChainConfig, Genesis, GenesisAccount};
+use alloy_genesis::GenesisAccount;
 use alloy_primitives::{Address, B256, Bytes, TxKind, U256, keccak256};
 use proptest::prelude::*;
 use stave_exec::{BlockEnv, BlockInput, MemoryState, Mode, ParallelExecutor, execute_serial};
-use stave_primitives::{ChainSpec, Header, RecoveredTx};
+use stave_primitives::{Header, RecoveredTx};
 use stave_sdk::LocalSigner;
-use support::{BASE_FEE, CHAIN_ID, ETH, PROPOSER};
+use support::{BASE_FEE, CHAIN_ID, ETH, PROPOSER, genesis_state};
 
 /// Reads `COINBASE` into slot 1 and `BALANCE(COINBASE)` into slot 0.
 const COINBASE_PROBE: Address = Address::repeat_byte(0xc0);
@@ -107,16 +107,7 @@ fn state() -> &'static MemoryState {
                 "6000358060005580600e576030565b6001900360005260006000602060006000305af1506001546001016001556000355b600116603c5760006000fd5b00",
             )),
         );
-        let genesis = Genesis {
-            config: ChainConfig {
-                chain_id: CHAIN_ID,
-                ..Default::default()
-            },
-            gas_limit: 30_000_000,
-            alloc,
-            ..Default::default()
-        };
-        MemoryState::from_genesis(&ChainSpec::from_genesis(genesis).expect("valid genesis"))
+        genesis_state(alloc)
     })
 }
 
