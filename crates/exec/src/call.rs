@@ -220,7 +220,7 @@ fn run(
     request: &CallRequest,
     deadline: Option<Instant>,
 ) -> Result<CallOutcome, ExecError> {
-    let BlockEnv { chain_id, header } = env;
+    let header = env.header;
     let diff = RwLock::new(Changes::default());
     let hits = AtomicU64::new(0);
     let call_header = Header {
@@ -230,7 +230,10 @@ fn run(
     };
     let mut evm = block_evm(
         BlockDb::new(Overlay::new(base, &diff, &hits)),
-        BlockEnv::new(chain_id, &call_header),
+        BlockEnv {
+            header: &call_header,
+            ..env
+        },
     );
     evm.ctx.cfg.disable_nonce_check = true;
     if deadline.is_some() {
@@ -248,7 +251,7 @@ fn run(
         kind: request.to.map_or(TxKind::Create, TxKind::Call),
         value: request.value,
         data: request.input.clone(),
-        chain_id: Some(chain_id),
+        chain_id: Some(env.chain_id),
         ..Default::default()
     };
     let outcome = evm.transact_one(tx);

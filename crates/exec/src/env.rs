@@ -3,7 +3,9 @@
 //! environment with the state before the block, its transactions and what to do with an
 //! invalid one: all an executor needs).
 
-use stave_primitives::{Header, RecoveredTx, StateReader};
+use alloy_primitives::B256;
+use revm::primitives::hardfork::SpecId;
+use stave_primitives::{Header, RecoveredTx, SPEC, StateReader};
 
 /// What to do with a transaction that cannot be included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,20 +16,50 @@ pub enum Mode {
     Build,
 }
 
-/// The environment a block, or a call, runs in: the chain's id and the block's header
-/// (number, timestamp, proposer, gas limit, base fee).
+/// The environment a block, or a call, runs in: the chain's id, the block's header
+/// (number, timestamp, proposer, gas limit, base fee) and the rules it runs under.
 #[derive(Debug, Clone, Copy)]
 pub struct BlockEnv<'a> {
     /// The chain's id (EIP-155), from its genesis.
     pub chain_id: u64,
     /// The block's header.
     pub header: &'a Header,
+    /// The fork whose rules apply: the chain's [`SPEC`] unless set otherwise (the
+    /// Ethereum state tests run Cancun fixtures).
+    pub spec: SpecId,
+    /// `PREVRANDAO` (and `DIFFICULTY`): zero on this chain, which has no beacon
+    /// randomness; a state test's fixture sets it.
+    pub prevrandao: B256,
+    /// The excess blob gas the blob base fee follows (EIP-4844): zero on this chain,
+    /// which carries no blobs; a state test's fixture sets it.
+    pub excess_blob_gas: u64,
 }
 
 impl<'a> BlockEnv<'a> {
-    /// Block `header` on chain `chain_id`.
+    /// Block `header` on chain `chain_id`, under the chain's rules.
     pub fn new(chain_id: u64, header: &'a Header) -> Self {
-        Self { chain_id, header }
+        Self {
+            chain_id,
+            header,
+            spec: SPEC,
+            prevrandao: B256::ZERO,
+            excess_blob_gas: 0,
+        }
+    }
+
+    /// This environment under fork `spec`'s rules.
+    pub fn with_spec(self, spec: SpecId) -> Self {
+        Self { spec, ..self }
+    }
+
+    /// This environment with `PREVRANDAO` `prevrandao` and excess blob gas
+    /// `excess_blob_gas`, as an Ethereum block (a state test's) sets them.
+    pub fn with_randomness(self, prevrandao: B256, excess_blob_gas: u64) -> Self {
+        Self {
+            prevrandao,
+            excess_blob_gas,
+            ..self
+        }
     }
 }
 

@@ -1,12 +1,17 @@
-//! Building revm for a block: Stave's chain rules on top of mainnet's Prague.
+//! Building revm for a block: mainnet's rules of the block's fork (the chain's Prague, or
+//! the fork a state test names), with the proposer as `COINBASE`.
 //!
-//! One rule differs from Ethereum: priority fees are not credited to the proposer
-//! (`COINBASE`) transaction by transaction but once, at the end of the block. Crediting
-//! per transaction would make every transaction write the proposer's account, so no two
-//! could run in parallel. A contract reading `BALANCE(COINBASE)` mid-block therefore sees
-//! the balance without this block's fees.
+//! Priority fees are credited to the proposer after each transaction, as Ethereum does:
+//! a contract reading `BALANCE(COINBASE)` sees the fees of the transactions before it,
+//! and a touched empty proposer account is deleted (EIP-161). A transaction run for real
+//! credits its fee itself ([`FeeHandler::crediting`]); a speculative run
+//! ([`FeeHandler::deferring`]) only reports it, so that speculated transactions do not
+//! all write the proposer's account, and the parallel committer credits it in block
+//! order (see `parallel`'s module docs for why that stays exact).
 
 use std::{marker::PhantomData, ops::Range};
+
+use revm::primitives::{eip4844::BLOB_BASE_FEE_UPDATE_FRACTION_CANCUN, hardfork::SpecId};
 
 use alloy_consensus::Transaction as _;
 use alloy_primitives::{Bloom, Log, logs_bloom};
@@ -18,7 +23,7 @@ use revm::{
         block::BlobExcessGasAndPrice,
         result::{EVMError, HaltReason, InvalidTransaction},
     },
-    handler::{EthFrame, EvmTr, FrameTr, Handler, MainnetContext, MainnetEvm},
+    handler::{EthFrame, EvmTr, FrameTr, Handler, MainnetContext, MainnetEvm, post_execution},
     interpreter::interpreter::EthInterpreter,
     primitives::{U256, eip4844::BLOB_BASE_FEE_UPDATE_FRACTION_PRAGUE},
     state::EvmState,
@@ -28,7 +33,7 @@ use revm::{
     context::result::ExecutionResult,
     context_interface::{ContextSetters, Transaction as _},
 };
-use stave_primitives::{B256, RecoveredTx, SPEC, StateError};
+use stave_primitives::{RecoveredTx, StateError};
 
 use crate::{db::WriteLog, env::BlockEnv, error::ExecError};
 
@@ -37,11 +42,22 @@ pub(crate) type BlockEvm<DB> = MainnetEvm<MainnetContext<DB>>;
 
 /// Builds the EVM for `env` over `db`.
 pub(crate) fn block_evm<DB: revm::Database>(db: DB, env: BlockEnv<'_>) -> BlockEvm<DB> {
-    let BlockEnv { chain_id, header } = env;
+    let BlockEnv {
+        chain_id,
+        header,
+        spec,
+        prevrandao,
+        excess_blob_gas,
+    } = env;
+    let blob_fraction = if spec.is_enabled_in(SpecId::PRAGUE) {
+        BLOB_BASE_FEE_UPDATE_FRACTION_PRAGUE
+    } else {
+        BLOB_BASE_FEE_UPDATE_FRACTION_CANCUN
+    };
     Context::mainnet()
         .with_db(db)
         .modify_cfg_chained(|cfg| {
-            cfg.set_spec_and_mainnet_gas_params(SPEC);
+            cfg.set_spec_and_mainnet_gas_params(spec);
             cfg.chain_id = chain_id;
         })
         .with_block(RevmBlockEnv {
@@ -51,12 +67,11 @@ pub(crate) fn block_evm<DB: revm::Database>(db: DB, env: BlockEnv<'_>) -> BlockE
             gas_limit: header.gas_limit,
             basefee: header.base_fee_per_gas,
             difficulty: U256::ZERO,
-            // No beacon randomness on a BFT chain: PREVRANDAO is zero.
-            prevrandao: Some(B256::ZERO),
-            // No blobs: the blob base fee stays at its minimum.
+            // Zero on this chain (no beacon randomness, no blobs): see `BlockEnv`.
+            prevrandao: Some(prevrandao),
             blob_excess_gas_and_price: Some(BlobExcessGasAndPrice::new(
-                0,
-                BLOB_BASE_FEE_UPDATE_FRACTION_PRAGUE,
+                excess_blob_gas,
+                blob_fraction,
             )),
             ..Default::default()
         })
@@ -83,16 +98,34 @@ pub(crate) fn tx_env(tx: &RecoveredTx) -> TxEnv {
     }
 }
 
-/// Mainnet's handler minus the per-transaction beneficiary reward (see the module docs).
-pub(crate) struct DeferredRewardHandler<EVM>(PhantomData<EVM>);
+/// Mainnet's handler, crediting each transaction's priority fee to the proposer as it
+/// ends, or only reporting it (see the module docs).
+pub(crate) struct FeeHandler<EVM> {
+    /// True when the fee is credited by the run itself.
+    credits: bool,
+    evm: PhantomData<EVM>,
+}
 
-impl<EVM> Default for DeferredRewardHandler<EVM> {
-    fn default() -> Self {
-        Self(PhantomData)
+impl<EVM> FeeHandler<EVM> {
+    /// Credits each fee as Ethereum does: for runs whose writes are the block's.
+    pub(crate) fn crediting() -> Self {
+        Self {
+            credits: true,
+            evm: PhantomData,
+        }
+    }
+
+    /// Leaves the proposer's account alone: for speculative runs, whose fees the
+    /// committer credits in block order.
+    pub(crate) fn deferring() -> Self {
+        Self {
+            credits: false,
+            evm: PhantomData,
+        }
     }
 }
 
-impl<EVM> Handler for DeferredRewardHandler<EVM>
+impl<EVM> Handler for FeeHandler<EVM>
 where
     EVM: EvmTr<
             Context: ContextTr<Journal: JournalTr<State = EvmState>>,
@@ -106,9 +139,12 @@ where
 
     fn reward_beneficiary(
         &self,
-        _evm: &mut Self::Evm,
-        _result: &mut <<Self::Evm as EvmTr>::Frame as FrameTr>::FrameResult,
+        evm: &mut Self::Evm,
+        result: &mut <<Self::Evm as EvmTr>::Frame as FrameTr>::FrameResult,
     ) -> Result<(), Self::Error> {
+        if self.credits {
+            post_execution::reward_beneficiary(evm.ctx(), result.gas())?;
+        }
         Ok(())
     }
 }
@@ -125,6 +161,9 @@ pub(crate) enum TxRun {
         gas_used: u64,
         /// Priority fee it owes the proposer, in wei.
         fee: U256,
+        /// True when the run credited `fee` to the proposer among its writes; false for
+        /// a speculative run, whose fee the committer credits.
+        credited: bool,
         /// Logs it emitted.
         logs: Vec<Log>,
         /// Their bloom, computed where the tx ran rather than by the committer; none
@@ -142,7 +181,7 @@ pub(crate) enum TxRun {
 /// goes to the end of `writes`.
 pub(crate) fn run_tx<DB>(
     evm: &mut BlockEvm<DB>,
-    handler: &mut DeferredRewardHandler<BlockEvm<DB>>,
+    handler: &mut FeeHandler<BlockEvm<DB>>,
     tx: &RecoveredTx,
     index: usize,
     writes: &mut WriteLog,
@@ -181,6 +220,7 @@ where
         success,
         gas_used,
         fee: U256::from(tip) * U256::from(gas_used),
+        credited: handler.credits,
         bloom: (!logs.is_empty()).then(|| Box::new(logs_bloom(&logs))),
         logs,
     })

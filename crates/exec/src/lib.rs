@@ -5,10 +5,11 @@
 //! other executor must equal byte for byte. [`ParallelExecutor`] runs one chunk of the block
 //! per core and commits the chunks in block order, re-executing what read stale state, so
 //! it always does. State is read through [`StateReader`] and
-//! written as a [`StateDiff`]; the block's priority fees are credited to its proposer once,
-//! at the end (see the `evm` module for why).
+//! written as a [`StateDiff`]; each transaction's priority fee is credited to the block's
+//! proposer as it ends, as on Ethereum (see the `evm` module).
 //!
-//! The chain runs Prague rules ([`stave_primitives::SPEC`]); the chain id comes from the
+//! The chain runs Prague rules ([`stave_primitives::SPEC`]); [`BlockEnv`] may name
+//! another fork (the Ethereum state tests run Cancun). The chain id comes from the
 //! genesis, the base fee and gas limit from the header.
 
 mod call;

@@ -19,7 +19,7 @@ use crate::{
     db::{BlockDb, Changes, Overlay, Reusable, WriteLog, credit},
     env::{BlockInput, Mode},
     error::ExecError,
-    evm::{BlockEvm, DeferredRewardHandler, TxRun, block_evm, run_tx},
+    evm::{BlockEvm, FeeHandler, TxRun, block_evm, run_tx},
 };
 
 /// A transaction left out of a block being built, with the reason.
@@ -40,7 +40,7 @@ pub struct ExecutionOutcome {
     pub receipts: Vec<Receipt>,
     /// Gas the block used.
     pub gas_used: u64,
-    /// Priority fees credited to the proposer at the end of the block, in wei.
+    /// Priority fees credited to the proposer, transaction by transaction, in wei.
     pub fees: U256,
     /// Every state change, the proposer's credit included.
     pub diff: StateDiff,
@@ -101,6 +101,9 @@ pub(crate) struct Tally<'h> {
     header: &'h Header,
     mode: Mode,
     outcome: ExecutionOutcome,
+    /// Fees of recorded speculative runs not yet credited to the proposer (`Some` even
+    /// when zero: each such run touched the proposer's account, EIP-161).
+    uncredited: Option<U256>,
 }
 
 impl<'h> Tally<'h> {
@@ -119,7 +122,23 @@ impl<'h> Tally<'h> {
             header,
             mode,
             outcome,
+            uncredited: None,
         }
+    }
+
+    /// True when recorded runs' fees are still to be credited: the proposer's account
+    /// in the committed state lacks them.
+    pub(crate) fn has_uncredited(&self) -> bool {
+        self.uncredited.is_some()
+    }
+
+    /// Credits the fees recorded but not yet credited to the proposer in `overlay`, the
+    /// committed state.
+    pub(crate) fn credit_fees(&mut self, overlay: &Overlay<'_>) -> Result<(), ExecError> {
+        if let Some(amount) = self.uncredited.take() {
+            overlay.credit(self.header.proposer, amount)?;
+        }
+        Ok(())
     }
 
     /// Leaves transaction `index` out (building) or fails the block (validating).
@@ -175,9 +194,13 @@ impl<'h> Tally<'h> {
                 success,
                 gas_used,
                 fee,
+                credited,
                 logs,
                 bloom,
             } => {
+                if !credited {
+                    self.uncredited = Some(self.uncredited.unwrap_or_default() + fee);
+                }
                 let outcome = &mut self.outcome;
                 outcome.fees += fee;
                 outcome.gas_used += gas_used;
@@ -197,7 +220,7 @@ impl<'h> Tally<'h> {
     }
 
     /// Records the run of transaction `index`, whose writes sit in `log`, and applies them
-    /// to `db`.
+    /// to `db`, then its fee if the run did not credit it.
     pub(crate) fn commit(
         &mut self,
         index: usize,
@@ -208,7 +231,7 @@ impl<'h> Tally<'h> {
         if let Some(writes) = self.record(index, run)? {
             db.overlay.apply(log, writes);
         }
-        Ok(())
+        self.credit_fees(&db.overlay)
     }
 
     /// Executes the transactions of `txs` at `indices` (in order) one after another on
@@ -216,7 +239,7 @@ impl<'h> Tally<'h> {
     pub(crate) fn execute_in_order<'db>(
         &mut self,
         evm: &mut BlockEvm<BlockDb<'db>>,
-        handler: &mut DeferredRewardHandler<BlockEvm<BlockDb<'db>>>,
+        handler: &mut FeeHandler<BlockEvm<BlockDb<'db>>>,
         txs: &[RecoveredTx],
         indices: impl IntoIterator<Item = usize>,
     ) -> Result<(), ExecError> {
@@ -235,16 +258,16 @@ impl<'h> Tally<'h> {
     }
 
     /// Credits the proposer in `diff`, the changes of the block's transactions over
-    /// `base`, and hands over the outcome with it and with `slots`, what is known of
-    /// `diff`'s slots (the credit writes none).
+    /// `base`, with the fees not yet credited, and hands over the outcome with it and
+    /// with `slots`, what is known of `diff`'s slots (the credit writes none).
     pub(crate) fn finish(
         mut self,
         base: &dyn StateReader,
         mut diff: StateDiff,
         slots: SlotsHint,
     ) -> Result<ExecutionOutcome, ExecError> {
-        if !self.outcome.fees.is_zero() {
-            credit(&mut diff, base, self.header.proposer, self.outcome.fees)?;
+        if let Some(amount) = self.uncredited {
+            credit(&mut diff, base, self.header.proposer, amount)?;
         }
         self.outcome.diff = diff;
         self.outcome.slots = slots;
@@ -271,7 +294,7 @@ pub(crate) fn execute_serial_on(
     let hits = AtomicU64::new(0);
     let overlay = Overlay::new(input.state, changes, &hits);
     let mut evm = block_evm(BlockDb::new(overlay), input.env);
-    let mut handler = DeferredRewardHandler::default();
+    let mut handler = FeeHandler::crediting();
     let txs = input.txs;
     let mut tally = Tally::new(input.env.header, input.mode, txs.len());
     tally.execute_in_order(&mut evm, &mut handler, txs, 0..txs.len())?;

@@ -3,6 +3,7 @@
 mod bench;
 mod block;
 mod chain;
+mod evm;
 mod genesis;
 mod gov;
 mod input;
@@ -46,6 +47,9 @@ pub enum Command {
     /// The consortium's governance contract: show it, propose changes, vote.
     #[command(subcommand)]
     Gov(gov::GovCommand),
+    /// Run the executors against Ethereum's test suites.
+    #[command(subcommand)]
+    Evm(evm::EvmCommand),
 }
 
 /// Runs one subcommand.
@@ -62,5 +66,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Load(args) => load::run(args),
         Command::Gov(cmd) => gov::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Evm(cmd) => evm::run(cmd),
     }
 }

@@ -348,8 +348,9 @@ impl Committed for SortedChanges {
 }
 
 /// Adds `amount` wei to `address` in `diff`, the changes of a block over `base`
-/// (creating the account if needed): the proposer's fee credit, made once the block's
-/// transactions are done.
+/// (creating the account if needed, deleting it if it is left empty, EIP-161): fees of
+/// speculated transactions committed whole, credited once the block's transactions are
+/// done (see `parallel`'s module docs).
 pub(crate) fn credit(
     diff: &mut StateDiff,
     base: &dyn StateReader,
@@ -362,11 +363,18 @@ pub(crate) fn credit(
     };
     let mut info = current.unwrap_or(AccountState::EMPTY);
     info.balance = info.balance.saturating_add(amount);
-    // A new account is "created": no storage from before survives, as for any write.
-    let change = AccountDiff {
-        info: Some(info),
-        storage_cleared: current.is_none(),
-        storage: SlotDiffs::default(),
+    let change = if info == AccountState::EMPTY {
+        if current.is_none() {
+            return Ok(());
+        }
+        AccountDiff::deleted()
+    } else {
+        // A new account is "created": no storage from before survives, as for any write.
+        AccountDiff {
+            info: Some(info),
+            storage_cleared: current.is_none(),
+            storage: SlotDiffs::default(),
+        }
     };
     match diff.accounts.get_mut(&address) {
         Some(earlier) => earlier.then(change),

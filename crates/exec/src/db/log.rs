@@ -84,6 +84,35 @@ impl WriteLog {
         start..self.accounts.len()
     }
 
+    /// Appends the proposer's fee credit as revm's reward writes it: `amount` wei added to
+    /// `address`, which held `before`, touching it, so that an account left empty is
+    /// deleted (EIP-161). Returns where it sits in the log.
+    pub(crate) fn credit(
+        &mut self,
+        address: Address,
+        before: Option<AccountState>,
+        amount: U256,
+    ) -> Range<usize> {
+        let start = self.accounts.len();
+        let mut info = before.unwrap_or(AccountState::EMPTY);
+        info.balance = info.balance.saturating_add(amount);
+        let change = if info != AccountState::EMPTY {
+            WriteKind::Updated {
+                info,
+                created: false,
+                code: None,
+                storage: self.slots.len()..self.slots.len(),
+            }
+        } else if before.is_some() {
+            WriteKind::Deleted
+        } else {
+            // Deleting an account that does not exist writes nothing.
+            return start..start;
+        };
+        self.accounts.push(AccountWrite { address, change });
+        start..self.accounts.len()
+    }
+
     /// The accounts written in `range`.
     pub(crate) fn addresses(&self, range: Range<usize>) -> impl Iterator<Item = Address> {
         self.accounts[range].iter().map(|write| write.address)

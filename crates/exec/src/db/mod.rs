@@ -104,6 +104,16 @@ impl<'a> Overlay<'a> {
         apply_writes(&mut self.diff.write(), log, range);
     }
 
+    /// Credits `amount` wei of fees to `address` as a transaction's end does (touching it:
+    /// an account left empty is deleted, EIP-161).
+    pub(crate) fn credit(&self, address: Address, amount: U256) -> Result<(), StateError> {
+        let before = self.with_view(|view| view.account(address))?;
+        let mut log = WriteLog::default();
+        let range = log.credit(address, before, amount);
+        self.apply(&log, range);
+        Ok(())
+    }
+
     /// Takes the changes out in address order, leaving none, with `room` more in their list.
     pub(crate) fn take_diff(&self, room: usize) -> StateDiff {
         self.diff.write().take_diff(room)

@@ -18,7 +18,7 @@ use stave_primitives::{RecoveredTx, StateDiff};
 use crate::{
     db::{BlockDb, ChunkLogs, Committed, Overlay, Read, RecordingDb, Reusable, WriteLog},
     error::ExecError,
-    evm::{BlockEvm, DeferredRewardHandler, TxRun, run_tx},
+    evm::{BlockEvm, FeeHandler, TxRun, run_tx},
     serial::Tally,
 };
 
@@ -41,12 +41,52 @@ pub(super) struct SpeculatedChunk {
     pub(super) gas: ChunkGas,
     /// The chunk's own changes, sorted.
     pub(super) diff: StateDiff,
+    /// How the chunk's transactions read the proposer's account.
+    pub(super) coinbase: CoinbaseReads,
     /// From the start of the block's execution until the chunk was sorted.
     pub(super) took: Duration,
 }
 
-/// What a speculator hands back: its runs, their logs and the gas they need.
-type SpeculatorRuns = (Vec<Speculation>, ChunkLogs, ChunkGas);
+/// What a speculator hands back: its runs, their logs, the gas they need and how they
+/// read the proposer's account.
+pub(super) type SpeculatorRuns = (Vec<Speculation>, ChunkLogs, ChunkGas, CoinbaseReads);
+
+/// How a speculated chunk's transactions read the proposer's account (`COINBASE`),
+/// which speculation leaves without the fees of the transactions before.
+///
+/// Each transaction of a block credits its fee to the proposer and touches its account
+/// (Ethereum's rule, see `evm`); speculative runs leave that to the committer. A read
+/// of the proposer's account is therefore exact only on the state committed before it
+/// with every fee before it credited. One by one, the committer credits each fee as it
+/// applies the run, so the read check compares against exactly that. A chunk committed
+/// whole is checked against the state before the chunk alone, and its fees are credited
+/// later: it may be committed whole only when no transaction of it read the proposer
+/// after an earlier one of it ran, and none read it while fees of chunks committed whole
+/// before it are uncredited.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct CoinbaseReads {
+    /// A transaction of the chunk read the proposer's account.
+    pub(super) read: bool,
+    /// One read it after an earlier transaction of the chunk ran (whose fee it missed).
+    pub(super) after_a_run: bool,
+}
+
+impl CoinbaseReads {
+    /// Notes a transaction of the chunk that logged `reads`; `ran` when an earlier
+    /// transaction of the chunk executed.
+    fn observe(&mut self, reads: &[Read], coinbase: Address, ran: bool) {
+        if reads.iter().any(|read| read.address() == coinbase) {
+            self.read = true;
+            self.after_a_run |= ran;
+        }
+    }
+
+    /// True when the chunk may be committed whole, fees of earlier whole chunks
+    /// being `uncredited` or not.
+    fn allow_whole(&self, uncredited: bool) -> bool {
+        !(self.after_a_run || self.read && uncredited)
+    }
+}
 
 /// The block gas a speculated chunk needs left before it, summed where it ran (the
 /// committer would otherwise walk every transaction of the chunk from another core).
@@ -108,7 +148,10 @@ pub(super) fn speculate_chunk(
     range: Range<usize>,
 ) -> Result<SpeculatorRuns, ExecError> {
     let overlay = evm.ctx.db().overlay;
-    let mut handler = DeferredRewardHandler::default();
+    let mut handler = FeeHandler::deferring();
+    let coinbase = evm.ctx.block.beneficiary;
+    let mut coinbase_reads = CoinbaseReads::default();
+    let mut ran = false;
     let mut samples = ConflictSamples::default();
     let mut runs = Vec::with_capacity(range.len());
     let mut gas = ChunkGas::default();
@@ -119,6 +162,7 @@ pub(super) fn speculate_chunk(
         gas.admit(txs[index].tx.envelope().gas_limit());
         let run = run_tx(&mut evm, &mut handler, &txs[index], index, &mut writes);
         let reads = start..evm.ctx.db().reads.len();
+        coinbase_reads.observe(&evm.ctx.db().reads[reads.clone()], coinbase, ran);
         gas.ran(run.as_ref().ok());
         let Ok(run) = run else {
             runs.push(None);
@@ -129,6 +173,7 @@ pub(super) fn speculate_chunk(
         } = &run
         {
             overlay.apply(&writes, written.clone());
+            ran = true;
         }
         if position < ConflictSamples::POSITIONS {
             // Never wait for the first chunk's writes: a busy lock skips the sample.
@@ -146,7 +191,7 @@ pub(super) fn speculate_chunk(
     }
     runs.resize_with(range.len(), || None);
     let reads = std::mem::take(&mut evm.ctx.db_mut().reads);
-    Ok((runs, ChunkLogs { reads, writes }, gas))
+    Ok((runs, ChunkLogs { reads, writes }, gas, coinbase_reads))
 }
 
 /// The reads of a speculated chunk's first transactions, checked against what the first
@@ -180,7 +225,8 @@ fn all_hold(reads: &[Read], committed: &impl Committed) -> bool {
 }
 
 /// True when the whole chunk can be committed as it was speculated: every transaction
-/// ran, they fit the block's gas in turn, and read what the committed state holds now.
+/// ran, they fit the block's gas in turn, read what the committed state holds now, and
+/// read the proposer's account only where that is exact ([`CoinbaseReads`]).
 ///
 /// The reads are checked on this thread alone: the filters of [`SortedChanges`] answer
 /// most without a search, and halving the check across the executor's threads cost more
@@ -192,7 +238,9 @@ pub(super) fn chunk_holds(
     tally: &Tally<'_>,
     committed: &impl Committed,
 ) -> bool {
-    chunk.gas.fits(tally.gas_left()) && all_hold(&chunk.logs.reads, committed)
+    chunk.gas.fits(tally.gas_left())
+        && chunk.coinbase.allow_whole(tally.has_uncredited())
+        && all_hold(&chunk.logs.reads, committed)
 }
 
 /// Records the receipts of a chunk that [`chunk_holds`] accepted (its diff is merged
@@ -215,7 +263,7 @@ pub(super) fn record_whole_chunk(
 /// chunk's logs, to keep.
 pub(super) fn commit_one_by_one<'db>(
     evm: &mut BlockEvm<BlockDb<'db>>,
-    handler: &mut DeferredRewardHandler<BlockEvm<BlockDb<'db>>>,
+    handler: &mut FeeHandler<BlockEvm<BlockDb<'db>>>,
     tally: &mut Tally<'_>,
     txs: &[RecoveredTx],
     chunk: SpeculatedChunk,
@@ -301,6 +349,7 @@ mod tests {
             success: true,
             gas_used,
             fee: alloy_primitives::U256::ZERO,
+            credited: false,
             logs: Vec::new(),
             bloom: None,
         };

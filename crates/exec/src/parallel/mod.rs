@@ -73,12 +73,17 @@
 //! recipient to the state (`StateReader::prefetch_account`), so that the state layers
 //! load the bloom line they will test.
 //!
-//! # Chain rule and revm's shared values
+//! # Fees and revm's shared values
 //!
-//! Priority fees are credited to the proposer once, at the end of the block (a custom
-//! revm handler skips the per-transaction beneficiary reward, see `evm`), so fees do not
-//! make every pair of transactions conflict; `BALANCE(COINBASE)` mid-block excludes the
-//! block's fees. Analysed contract code is cached per database for the block, and each
+//! Every transaction credits its priority fee to the proposer as it ends, as on
+//! Ethereum. Runs for real (the first chunk, re-executions) credit it themselves;
+//! speculative runs do not (a custom revm handler, see `evm`), or every pair of
+//! transactions would conflict on the proposer's account. The committer credits a
+//! speculated run's fee as it applies it, or, for chunks committed whole, once those
+//! chunks are done (or before the first transaction committed one by one). A
+//! transaction that read the proposer's account is thereby checked against it with every
+//! earlier fee credited, and re-executed if that differs (`chunk::CoinbaseReads`);
+//! transactions that never touch the proposer stay parallel. Analysed contract code is cached per database for the block, and each
 //! database has an empty code of its own for accounts without code: revm's
 //! `Bytecode::default()` is one `Arc` for the process, and two threads cloning it on every
 //! account load bounced its count between their cores. For the same reason an address the
@@ -117,7 +122,7 @@ use crate::{
     db::{BlockDb, Changes, ChunkLogs, Overlay, RecordingDb, SortedChanges, Spare},
     env::BlockInput,
     error::ExecError,
-    evm::{DeferredRewardHandler, block_evm},
+    evm::{FeeHandler, block_evm},
     serial::{ExecutionOutcome, Tally, execute_serial_on},
 };
 
@@ -217,7 +222,7 @@ impl ParallelExecutor {
         let hits = AtomicU64::new(0);
         let overlay = Overlay::new(base, &committed, &hits);
         let mut evm = block_evm(BlockDb::new(overlay), env);
-        let mut handler = DeferredRewardHandler::default();
+        let mut handler = FeeHandler::crediting();
         let mut tally = Tally::new(env.header, mode, txs.len());
         // Each speculating thread counts its own reads served by block changes: one shared
         // counter would bounce its cache line between cores on every such read.
@@ -253,11 +258,12 @@ impl ParallelExecutor {
                     let ChunkLogs { reads, writes } = spare_logs.take();
                     let evm = block_evm(RecordingDb::new(own, reads), env);
                     let runs = speculate_chunk(evm, writes, overlay, gave_up, txs, range.clone());
-                    *slot = Some(runs.map(|(runs, logs, gas)| SpeculatedChunk {
+                    *slot = Some(runs.map(|(runs, logs, gas, coinbase)| SpeculatedChunk {
                         range: range.clone(),
                         runs,
                         logs,
                         gas,
+                        coinbase,
                         diff: changes.get_mut().take_diff(0),
                         took: started.elapsed(),
                     }));
@@ -360,6 +366,9 @@ impl ParallelExecutor {
                 if let Some(sorted) = block.take() {
                     overlay.replace(Changes::from_diff(sorted.into_diff()));
                 }
+                // One by one, each read of the proposer is checked against its account
+                // with every fee before it credited.
+                tally.credit_fees(&overlay)?;
                 let logs = commit_one_by_one(&mut evm, &mut handler, &mut tally, txs, chunk)?;
                 spare_logs.keep(logs);
             }

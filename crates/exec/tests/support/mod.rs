@@ -75,6 +75,11 @@ pub fn state() -> MemoryState {
         SPINNER,
         GenesisAccount::default().with_code(Some(Bytes::from_static(&[0x5b, 0x60, 0x00, 0x56]))),
     );
+    genesis_state(alloc)
+}
+
+/// The state of a test-chain genesis allocating `alloc`.
+pub fn genesis_state(alloc: BTreeMap<Address, GenesisAccount>) -> MemoryState {
     let genesis = Genesis {
         config: ChainConfig {
             chain_id: CHAIN_ID,
