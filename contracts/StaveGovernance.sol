@@ -3,7 +3,9 @@ pragma solidity 0.8.28;
 
 /// Stave's consortium governance, at 0x0000000000000000000000000000000000001000 from the
 /// genesis on (docs/governance.md): the committee that decides, the validator set (ed25519
-/// consensus keys), and the non-validator nodes admitted to the P2P network (node ids).
+/// consensus keys), the non-validator nodes admitted to the P2P network (node ids), and
+/// the permissions every node enforces on transactions (who may deploy, who may send,
+/// which accounts and contracts are frozen).
 /// A change is a proposal that committee members vote on with ordinary transactions; it
 /// applies when the weight of its votes reaches the threshold, and lapses after
 /// `proposalLifetime` blocks.
@@ -19,8 +21,20 @@ contract StaveGovernance {
         AddValidator, // target: the validator's ed25519 consensus key
         RemoveValidator, // target: the validator's key
         AddNode, // target: the node's id
-        RemoveNode // target: the node's id
+        RemoveNode, // target: the node's id
+        SetRestrictions, // value: RESTRICT_DEPLOY | RESTRICT_SEND, the lists in force
+        SetRights, // target: an account's address; value: MAY_DEPLOY | MAY_SEND (0 revokes)
+        Freeze, // target: an account's or a contract's address
+        Unfreeze // target: a frozen address
     }
+
+    /// `restrictions` bits: only accounts with the matching right may deploy contracts,
+    /// or send transactions at all.
+    uint256 internal constant RESTRICT_DEPLOY = 1;
+    uint256 internal constant RESTRICT_SEND = 2;
+    /// `rightsOf` bits, the same as the restrictions they lift.
+    uint256 internal constant MAY_DEPLOY = 1;
+    uint256 internal constant MAY_SEND = 2;
 
     struct Proposal {
         Action action;
@@ -43,6 +57,10 @@ contract StaveGovernance {
     mapping(bytes32 => bool) public isNode;
     Proposal[] internal proposals;
     mapping(uint256 => mapping(address => bool)) public voted;
+    uint256 public restrictions;
+    mapping(address => uint256) public rightsOf;
+    mapping(address => bool) public frozen;
+    uint256 public frozenCount;
 
     event Proposed(uint256 indexed id, Action action, bytes32 target, uint256 value, address indexed proposer);
     event Voted(uint256 indexed id, address indexed member, uint256 weight);
@@ -106,8 +124,19 @@ contract StaveGovernance {
         } else if (action == Action.AddNode) {
             require(target != bytes32(0), "unknown node");
             require(!isNode[target], "already admitted");
-        } else {
+        } else if (action == Action.RemoveNode) {
             require(isNode[target], "unknown node");
+        } else if (action == Action.SetRestrictions) {
+            require(value <= (RESTRICT_DEPLOY | RESTRICT_SEND), "unknown restriction");
+        } else if (action == Action.SetRights) {
+            require(uint256(target) >> 160 == 0, "not an address");
+            require(value <= (MAY_DEPLOY | MAY_SEND), "unknown right");
+        } else if (action == Action.Freeze) {
+            require(uint256(target) >> 160 == 0, "not an address");
+            require(address(uint160(uint256(target))) != address(this), "the governance contract cannot be frozen");
+            require(!frozen[address(uint160(uint256(target)))], "already frozen");
+        } else {
+            require(frozen[address(uint160(uint256(target)))], "not frozen");
         }
     }
 
@@ -131,9 +160,19 @@ contract StaveGovernance {
         } else if (action == Action.AddNode) {
             nodes.push(target);
             isNode[target] = true;
-        } else {
+        } else if (action == Action.RemoveNode) {
             isNode[target] = false;
             removeKey(nodes, target);
+        } else if (action == Action.SetRestrictions) {
+            restrictions = value;
+        } else if (action == Action.SetRights) {
+            rightsOf[address(uint160(uint256(target)))] = value;
+        } else if (action == Action.Freeze) {
+            frozen[address(uint160(uint256(target)))] = true;
+            frozenCount += 1;
+        } else {
+            frozen[address(uint160(uint256(target)))] = false;
+            frozenCount -= 1;
         }
     }
 

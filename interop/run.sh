@@ -40,6 +40,23 @@ token="$here/../contracts/StaveToken.bin"
 node "$here/ethers.mjs" "$ethers_modules" "$port" "$token"
 node "$here/viem.cjs" "$viem_modules" "$port" "$token"
 "$web3py_venv/bin/python" "$here/web3py.py" "$port" "$token"
+# A node whose governance contract lets nobody deploy: web3.py sees the refusal's rule.
+restricted="$datadir/restricted"
+mkdir -p "$restricted"
+"$stave" genesis new --committee 1 --restrict-deployers --out "$restricted/genesis.json" 2>/dev/null
+printf 'genesis = "genesis.json"\ndatadir = "data"\nrpc_addr = "127.0.0.1:%s"\nmetrics_addr = "127.0.0.1:%s"\nblock_time_ms = 200\n' \
+    "$((port + 2))" "$((port + 3))" >"$restricted/node.toml"
+"$stave" node --config "$restricted/node.toml" >"$restricted/node.log" 2>&1 &
+restricted_pid=$!
+trap 'kill $node_pid $restricted_pid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$datadir"' EXIT
+for _ in $(seq 100); do
+    grep -q 'JSON-RPC on' "$restricted/node.log" && break
+    kill -0 $restricted_pid || { cat "$restricted/node.log"; exit 1; }
+    sleep 0.1
+done
+"$web3py_venv/bin/python" "$here/permissions.py" "$((port + 2))" "$token"
+kill -TERM $restricted_pid
+wait $restricted_pid
 # Metrics are served while the node runs.
 curl -sf "http://127.0.0.1:$((port + 1))/metrics" | grep -q stave_stage_seconds
 kill -TERM $node_pid

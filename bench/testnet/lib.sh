@@ -55,11 +55,12 @@ wait_for() {
 
 # start_testnet: 4 validators under $WORK/tn (node i: RPC RPC0+i, metrics, P2P likewise);
 # TESTNET_TOML, if set, is appended to every node's config (e.g. an `[rpc]` section);
-# TESTNET_ARGS, if set, are more `stave testnet init` arguments (e.g. `--epoch-length 50`).
+# TESTNET_ARGS, if set, are more `stave testnet init` arguments (e.g. `--epoch-length 50`);
+# what init printed (one JSON line a node) is kept in $WORK/tn.jsonl.
 start_testnet() {
   # shellcheck disable=SC2086 # TESTNET_ARGS is a list of words.
   "$STAVE" testnet init --nodes 4 --dir "$WORK/tn" --rpc-port $RPC0 --metrics-port $METRICS0 \
-    --p2p-port $P2P0 ${TESTNET_ARGS:-} > /dev/null
+    --p2p-port $P2P0 ${TESTNET_ARGS:-} > "$WORK/tn.jsonl"
   if [ -n "${TESTNET_TOML:-}" ]; then
     for config in "$WORK"/tn/node*/config.toml; do printf '\n%s\n' "$TESTNET_TOML" >> "$config"; done
   fi

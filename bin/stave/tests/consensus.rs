@@ -69,6 +69,8 @@ struct Testnet {
     dir: PathBuf,
     rpc: u16,
     metrics: u16,
+    /// Each node's consensus public key, as `stave testnet init` printed it.
+    validators: Vec<String>,
     /// Declared in the tests before their nodes, so it is released after they stop.
     _alone: MutexGuard<'static, ()>,
 }
@@ -76,17 +78,20 @@ struct Testnet {
 impl Testnet {
     /// `stave testnet init --nodes N` into `dir` on free ports, blocks every 200 ms.
     fn init(dir: &Path, nodes: u16) -> Self {
-        Self::init_with(dir, nodes, &[])
+        Self::init_with(dir, nodes, 0, &[])
     }
 
-    /// [`Testnet::init`] with more `stave testnet init` arguments.
-    fn init_with(dir: &Path, nodes: u16, args: &[&str]) -> Self {
+    /// [`Testnet::init`] with `spare` nodes beside the validators
+    /// (`--spare-validators`) and more `stave testnet init` arguments.
+    fn init_with(dir: &Path, nodes: u16, spare: u16, args: &[&str]) -> Self {
         // A test that failed while holding it leaves nothing to repair.
         let alone = ONE_TESTNET.lock().unwrap_or_else(PoisonError::into_inner);
-        let (rpc, metrics, p2p) = (free_ports(nodes), free_ports(nodes), free_ports(nodes));
+        let all = nodes + spare;
+        let (rpc, metrics, p2p) = (free_ports(all), free_ports(all), free_ports(all));
         let output = Command::new(env!("CARGO_BIN_EXE_stave"))
             .args(["testnet", "init", "--nodes", &nodes.to_string(), "--dir"])
             .arg(dir)
+            .args(["--spare-validators", &spare.to_string()])
             .args(["--rpc-port", &rpc.to_string()])
             .args(["--metrics-port", &metrics.to_string()])
             .args(["--p2p-port", &p2p.to_string()])
@@ -99,10 +104,18 @@ impl Testnet {
             "testnet init: {}",
             String::from_utf8_lossy(&output.stderr)
         );
+        let validators = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|line| {
+                let member: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+                member["validator"].as_str().expect("a key").to_owned()
+            })
+            .collect();
         Self {
             dir: dir.to_path_buf(),
             rpc,
             metrics,
+            validators,
             _alone: alone,
         }
     }
@@ -197,7 +210,7 @@ fn wait_height(nodes: &[Node], height: u64, what: &str) {
 fn validators_cross_epochs_and_one_killed_before_a_boundary_votes_after_it() {
     let root = tempfile::tempdir().expect("tempdir");
     let length = EPOCH_LENGTH.to_string();
-    let testnet = Testnet::init_with(root.path(), 4, &["--epoch-length", &length]);
+    let testnet = Testnet::init_with(root.path(), 4, 0, &["--epoch-length", &length]);
     let mut nodes: Vec<Node> = (0..4).map(|i| testnet.launch(i)).collect();
     let senders: Vec<LocalSigner> = (0..4).map(account).collect();
     let first = send_beside(&senders, &nodes, 0, 10);
@@ -255,6 +268,116 @@ fn validators_cross_epochs_and_one_killed_before_a_boundary_votes_after_it() {
     assert!(
         epochs.iter().all(|&epoch| epoch == epochs[0]),
         "epochs {epochs:?}"
+    );
+}
+
+/// `stave gov` with `args` through validator 0's JSON-RPC, as the dev mnemonic's account
+/// `member` (the committee member of validator `member`); its output. It must succeed.
+fn gov(testnet: &Testnet, member: usize, args: &[&str]) -> String {
+    let (_, accounts) = stave_primitives::dev::dev_chain().expect("the dev chain");
+    let secret = accounts[member].secret.to_string();
+    let output = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .args(["gov"])
+        .args(args)
+        .args(["--rpc", &format!("http://127.0.0.1:{}", testnet.rpc)])
+        .args(["--key", &secret])
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(
+        output.status.success(),
+        "stave gov {args:?}: {stdout}{stderr}"
+    );
+    stdout
+}
+
+/// The committee (members 0, 1 and 2 of 4: a majority) makes `action` on `target`.
+fn decide(testnet: &Testnet, action: &str, target: &str) {
+    let proposed = gov(testnet, 0, &["propose", action, target]);
+    let proposal: serde_json::Value = serde_json::from_str(proposed.trim()).expect("JSON");
+    let id = proposal["proposal"].as_str().expect("an id");
+    let id = u64::from_str_radix(id.trim_start_matches("0x"), 16)
+        .expect("a hex id")
+        .to_string();
+    gov(testnet, 1, &["vote", &id]);
+    let applied = gov(testnet, 2, &["vote", &id]);
+    assert!(applied.contains("\"applied\":true"), "{applied}");
+}
+
+/// The consortium changes its validators on chain, no running validator restarting. A
+/// fifth node (`--spare-validators 1`) follows four validators under load; the committee
+/// adds it with `stave gov`, and from the next epoch it votes: with one of the four
+/// SIGKILLed, the other three and it are the quorum (4 of 5), so the chain finalizes
+/// only with its votes. The committee then removes the killed validator: restarted, it is
+/// refused by every member, and from the next epoch 3 of the 4 left are the quorum, so
+/// the chain goes on with a second one stopped.
+#[test]
+fn the_committee_adds_a_validator_that_votes_from_the_next_epoch_and_removes_one() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let length = EPOCH_LENGTH.to_string();
+    let testnet = Testnet::init_with(root.path(), 4, 1, &["--epoch-length", &length]);
+    let mut nodes: Vec<Node> = (0..5).map(|i| testnet.launch(i)).collect();
+    let senders: Vec<LocalSigner> = (4..8).map(account).collect();
+    let first = send_beside(&senders, &nodes[..4], 0, 5);
+    wait_final(
+        &nodes[..4],
+        &first,
+        "transfers final on the four validators",
+    );
+    assert_eq!(counter(&nodes[4].metrics(), "stave_consensus_voting"), 0);
+
+    decide(&testnet, "add-validator", &testnet.validators[4]);
+    wait_for("the fifth node to vote", Duration::from_secs(120), || {
+        counter(&nodes[4].metrics(), "stave_consensus_voting") == 1
+    });
+    let target = nodes[0].head();
+    wait_height(&nodes[4..], target, "the fifth node to reach the others");
+    assert_eq!(block_id(&nodes[4], target), block_id(&nodes[0], target));
+
+    // Validator 3 killed: 0, 1, 2 and the new one are the quorum.
+    let killed = nodes.remove(3);
+    drop(killed);
+    let more = send_beside(&senders, &nodes, 5, 5);
+    wait_final(
+        &nodes,
+        &more,
+        "transfers final with the new validator's votes",
+    );
+
+    decide(&testnet, "remove-validator", &testnet.validators[3]);
+    let removed_at = nodes[0].head();
+    wait_height(
+        &nodes,
+        removed_at + 2 * EPOCH_LENGTH,
+        "an epoch without validator 3",
+    );
+    // Restarted, validator 3 is refused by every member: the contract no longer admits
+    // it (their configs still list it), so no member counts it as a peer and it gets no
+    // block from anyone.
+    let refused = testnet.launch(3);
+    let stuck = refused.head();
+    std::thread::sleep(Duration::from_secs(5));
+    for node in &nodes {
+        assert_eq!(counter(&node.metrics(), "stave_net_allowed_peers"), 4);
+        assert_eq!(
+            counter(&node.metrics(), "stave_net_peers"),
+            3,
+            "the other members only"
+        );
+    }
+    assert_eq!(refused.head(), stuck);
+    assert!(nodes[0].head() > stuck);
+    // Validator 0 stopped too: 1, 2 and the new one are 3 of the 4 left.
+    let stopped = nodes.remove(0);
+    drop(stopped);
+    let last = send_beside(&senders, &nodes, 10, 3);
+    wait_final(
+        &nodes,
+        &last,
+        "transfers final among three of the four left",
     );
 }
 

@@ -268,3 +268,98 @@ fn stave_gov_shows_proposes_and_votes_and_says_why_a_call_is_refused() {
     assert!(!ok);
     assert!(err.contains("needs a target"), "{err}");
 }
+
+/// Dev account `from` sends a transaction (`to`: `None` deploys `data`) at `nonce`: the
+/// node's JSON-RPC answer to `eth_sendRawTransaction`, error and all.
+fn submit(node: &Node, from: u64, nonce: u64, to: Option<Address>, data: &[u8]) -> Value {
+    let signer = LocalSigner::from_secret(&dev_account(from).secret).expect("key");
+    let kind = to.map_or(TxKind::Create, TxKind::Call);
+    let tx = TxBuilder::new(CHAIN_ID, 4_000_000_000).build(
+        nonce,
+        500_000,
+        kind,
+        U256::ZERO,
+        data.to_vec().into(),
+    );
+    let raw = format!("0x{}", hex::encode(signer.sign_tx(tx).encoded()));
+    node.call("eth_sendRawTransaction", json!([raw]))
+}
+
+/// The committee (members 0 and 1 of 3, at their nonce `nonce`) applies `action`.
+fn decide(node: &Node, nonce: u64, id: u64, action: Action, target: B256, value: u64) {
+    let propose = IStaveGovernance::proposeCall {
+        action,
+        target,
+        value: U256::from(value),
+    };
+    assert_eq!(send(node, 0, nonce, propose)["status"], "0x1");
+    let vote = IStaveGovernance::voteCall { id: U256::from(id) };
+    let applied = send(node, 1, nonce, vote);
+    assert_eq!(
+        events(&applied).last(),
+        Some(&IStaveGovernance::Executed::SIGNATURE_HASH)
+    );
+}
+
+/// Permissions decided on chain are enforced at admission, each refusal naming its rule
+/// in the JSON-RPC error: an outsider's transaction to the contract; with deployment
+/// restricted, a deployment from an account without the right (taken once the committee
+/// gives it); a frozen account's transfer (taken again once unfrozen).
+#[test]
+fn permissions_voted_on_chain_refuse_transactions_at_admission_naming_the_rule() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (node, _) = node_with_governance(dir.path());
+    let outsider = 3;
+    let outsider_address = dev_account(outsider).address;
+    let error = |answer: Value| answer["error"]["message"].as_str().unwrap_or("").to_owned();
+
+    let vote = IStaveGovernance::voteCall { id: U256::ZERO }.abi_encode();
+    let refused = error(submit(&node, outsider, 0, Some(GOVERNANCE_ADDRESS), &vote));
+    assert!(refused.contains("is not a committee member"), "{refused}");
+
+    // Deployment restricted (`SetRestrictions` 1): the outsider may not deploy, until
+    // `SetRights` 1 lets it.
+    decide(&node, 0, 0, Action::SetRestrictions, B256::ZERO, 1);
+    let init_code = [0x60, 0x00, 0x60, 0x00, 0xf3]; // returns empty code
+    let refused = error(submit(&node, outsider, 0, None, &init_code));
+    assert!(refused.contains("may not deploy contracts"), "{refused}");
+    let transfer = submit(&node, outsider, 0, Some(Address::repeat_byte(7)), &[]);
+    assert!(
+        transfer["error"].is_null(),
+        "a transfer is still allowed: {transfer}"
+    );
+    decide(
+        &node,
+        1,
+        1,
+        Action::SetRights,
+        outsider_address.into_word(),
+        1,
+    );
+    let deployed = submit(&node, outsider, 1, None, &init_code);
+    assert!(deployed["error"].is_null(), "{deployed}");
+
+    // Frozen, the outsider cannot send; unfrozen, it can.
+    decide(&node, 2, 2, Action::Freeze, outsider_address.into_word(), 0);
+    let refused = error(submit(
+        &node,
+        outsider,
+        2,
+        Some(Address::repeat_byte(7)),
+        &[],
+    ));
+    assert!(
+        refused.contains(&format!("account {outsider_address} is frozen")),
+        "{refused}"
+    );
+    decide(
+        &node,
+        3,
+        3,
+        Action::Unfreeze,
+        outsider_address.into_word(),
+        0,
+    );
+    let sent = submit(&node, outsider, 2, Some(Address::repeat_byte(7)), &[]);
+    assert!(sent["error"].is_null(), "{sent}");
+}

@@ -7,7 +7,7 @@ mod support;
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use support::{Node, free_port};
+use support::{JsonRpc, Node, free_port};
 
 fn stave_load(rpc: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stave"))
@@ -116,4 +116,71 @@ fn an_unreachable_node_or_another_chain_is_a_one_line_error() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("chain id 1337, expected 5"), "{stderr}");
+}
+
+/// A gas-free chain (a genesis with `baseFeePerGas` 0): the node suggests no tip and a
+/// zero gas price, an account that holds nothing sends a zero-priced transaction that is
+/// included with its gas metered, and `stave load` runs on it with every transaction
+/// included.
+#[test]
+fn a_gas_free_chain_takes_zero_priced_transactions_from_accounts_without_funds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (spec, _) = stave_primitives::dev::dev_chain().expect("the dev chain");
+    std::fs::write(
+        dir.path().join("genesis.json"),
+        spec.with_base_fee(0).to_json(),
+    )
+    .expect("writes");
+    let (port, metrics) = (free_port(), free_port());
+    std::fs::write(
+        dir.path().join("node.toml"),
+        format!(
+            "genesis = \"genesis.json\"\ndatadir = \"data\"\nblock_time_ms = 100\nrpc_addr = \"127.0.0.1:{port}\"\nmetrics_addr = \"127.0.0.1:{metrics}\"\n"
+        ),
+    )
+    .expect("writes");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
+    command
+        .args(["node", "--config"])
+        .arg(dir.path().join("node.toml"));
+    let node = Node::launch(command, port, metrics);
+    assert_eq!(node.result("eth_gasPrice", serde_json::json!([])), "0x0");
+    assert_eq!(
+        node.result("eth_maxPriorityFeePerGas", serde_json::json!([])),
+        "0x0"
+    );
+
+    let pauper = stave_sdk::LocalSigner::from_secret(&alloy_primitives::B256::repeat_byte(0x5a))
+        .expect("a key");
+    assert_eq!(
+        node.result(
+            "eth_getBalance",
+            serde_json::json!([pauper.address(), "latest"])
+        ),
+        "0x0"
+    );
+    let tx = stave_sdk::TxBuilder::eip1559(1337, 0, 0).build(
+        0,
+        50_000,
+        alloy_primitives::TxKind::Call(alloy_primitives::Address::repeat_byte(7)),
+        alloy_primitives::U256::ZERO,
+        alloy_primitives::Bytes::new(),
+    );
+    let raw = format!("0x{}", hex::encode(pauper.sign_tx(tx).encoded()));
+    let hash = node.result("eth_sendRawTransaction", serde_json::json!([raw]));
+    let mut receipt = Value::Null;
+    support::wait_for(
+        "the zero-priced transaction",
+        std::time::Duration::from_secs(30),
+        || {
+            receipt = node.result("eth_getTransactionReceipt", serde_json::json!([hash]));
+            !receipt.is_null()
+        },
+    );
+    assert_eq!(receipt["status"], "0x1", "{receipt}");
+    assert_eq!(receipt["gasUsed"], "0x5208", "gas is metered: {receipt}");
+    assert_eq!(receipt["effectiveGasPrice"], "0x0", "{receipt}");
+
+    let report = load(&node, &["--txs", "400", "--accounts", "8"]);
+    assert_all_included(&report, "transfer", 8, 400);
 }

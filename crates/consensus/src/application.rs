@@ -37,6 +37,7 @@ use crate::{
     block::ConsensusBlock,
     catch_up::CatchUpSource,
     epochs::{EpochError, EpochStart, EpochWatch},
+    validator_sets::ValidatorSets,
 };
 
 mod handle;
@@ -164,7 +165,7 @@ pub struct ChainActor<'s, F> {
     on_commit: F,
     catch_up: Option<CatchUp>,
     committed_tip: watch::Sender<u64>,
-    epochs: Option<EpochWatch>,
+    epochs: Option<EpochWatch<'s>>,
 }
 
 /// Where a chain actor catches up from, and the flag it keeps set meanwhile.
@@ -227,14 +228,14 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
     }
 
     /// Publishes the consensus epoch the node votes in, for epochs of `length` blocks: it
-    /// moves on each time this actor commits an epoch's last block.
+    /// moves on each time this actor commits an epoch's last block, once the next epoch's
+    /// validators (read from the governance contract then) are recorded in `sets`.
     pub fn with_epochs(
         mut self,
         length: u64,
+        sets: Arc<ValidatorSets>,
     ) -> Result<(Self, watch::Receiver<EpochStart>), EpochError<stave_storage::StorageError>> {
-        let view = self.producer.view();
-        let (head, _) = view.head().map_err(EpochError::Read)?;
-        let (epochs, starts) = EpochWatch::new(length, head, |number| view.hash_at(number))?;
+        let (epochs, starts) = EpochWatch::new(length, self.producer.view().clone(), sets)?;
         self.epochs = Some(epochs);
         Ok((self, starts))
     }
@@ -666,7 +667,7 @@ impl Drop for FillEmpty<'_> {
 fn committed(
     speculative: &mut HashMap<B256, SpeculativeBlock>,
     head: &AtomicU64,
-    epochs: Option<&EpochWatch>,
+    epochs: Option<&EpochWatch<'_>>,
     on_commit: &mut impl FnMut(&Produced),
     produced: &Produced,
 ) {

@@ -5,6 +5,7 @@
 use std::{
     num::{NonZeroU16, NonZeroU64, NonZeroUsize},
     path::PathBuf,
+    sync::Arc,
     time::Duration,
 };
 
@@ -23,7 +24,7 @@ use commonware_consensus::{
 };
 use commonware_cryptography::{
     Digested, Digestible, Signer as _,
-    certificate::{ConstantProvider, Verifier as _},
+    certificate::Verifier as _,
     ed25519,
     sha256::{Digest, Sha256},
 };
@@ -37,8 +38,9 @@ use commonware_utils::{NZDuration, NZU16, NZU64, NZUsize};
 use crate::{
     application::CATCHING_UP_BLOCKS,
     block::ConsensusBlock,
-    epochs::{self, EpochChannels, EpochStart},
+    epochs::{self, EpochChannels, EpochEngine, EpochParts, EpochStart},
     transport::{ConsensusNet, validator_node_id},
+    validator_sets::{EpochSchemes, ValidatorSets},
 };
 
 /// Channels on the consensus network.
@@ -76,8 +78,10 @@ pub struct ValidatorConfig {
     /// This validator's consensus key; also the key of this node's TLS certificate
     /// (`stave_net::ChainCa::issue_for_key`), which is how peers know it is this validator.
     pub key: ed25519::PrivateKey,
-    /// Every validator's consensus key, this one included.
-    pub validators: Vec<ed25519::PublicKey>,
+    /// Each epoch's validators, as the chain actor records them
+    /// ([`ChainActor::with_epochs`](crate::ChainActor::with_epochs)). This node votes in
+    /// the epochs whose set holds its key and follows the others.
+    pub sets: Arc<ValidatorSets>,
     /// The node's network, already started (on any tokio runtime) with the certificate
     /// holding `key`, and shared with tx gossip; it dials the other validators itself.
     pub network: stave_net::Network,
@@ -124,8 +128,8 @@ fn archive<C>(name: &str, page_cache: CacheRef, codec_config: C) -> prunable::Co
 /// commit. A node passes its [`StaveApp`](crate::StaveApp); tests wrap it (a proposer that
 /// forges blocks, say) to check what the other validators do. Blocks the calling thread
 /// (commonware's runtime runs on it; the network keeps running on its own). Panics if
-/// the configuration cannot work: this node's key not a validator's, the network's
-/// certificate not holding `key`, or its frames too small.
+/// the configuration cannot work: the network's certificate not holding `key`, or its
+/// frames too small.
 pub fn run_validator<A>(config: ValidatorConfig, app: A)
 where
     A: Application<
@@ -148,11 +152,15 @@ where
             validator_node_id(&public),
             "the network's TLS certificate must hold this validator's consensus key"
         );
-        let participants = commonware_utils::ordered::Set::try_from(config.validators.clone())
-            .expect("validator keys are unique");
+        // The set of the epoch the chain actor names first; each epoch entered replaces it.
+        let first: Vec<ed25519::PublicKey> = config
+            .sets
+            .get(config.epoch_starts.borrow().epoch)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default();
         // Channels are registered before the engines start, so nothing sent to this node
         // once they run is routed to "unknown module".
-        let net = ConsensusNet::new(config.network.clone(), &config.validators)
+        let net = ConsensusNet::new(config.network.clone(), &first)
             .expect("the network carries consensus");
         let channel = |channel| net.register(channel).expect("a consensus channel");
         let votes = channel(VOTES);
@@ -166,8 +174,7 @@ where
             .spawn(move |context| unblocks.report_unblocks(context));
 
         let namespace = [config.namespace.as_slice(), b"_CONSENSUS"].concat();
-        let scheme = Scheme::signer(&namespace, participants, config.key.clone())
-            .expect("this node is a validator");
+        let schemes = EpochSchemes::new(config.sets.clone(), &namespace, config.key.clone());
         let page_cache = CacheRef::new(JOURNAL_PAGE_SIZE, JOURNAL_CACHE_PAGES);
 
         let backfill_resolver = marshal_resolver::init(
@@ -223,7 +230,7 @@ where
             finalizations,
             blocks,
             marshal::Config {
-                provider: ConstantProvider::new(scheme.clone()),
+                provider: schemes.clone(),
                 epocher: epocher.clone(),
                 start: marshal::Start::Genesis(genesis),
                 partition_prefix: "stave-marshal".to_string(),
@@ -255,13 +262,20 @@ where
         // are back: every leader timeout keeps that within two of them.
         let timeout_retry = config.leader_timeout;
         let leader_timeout = config.leader_timeout;
-        let start_engine = move |context, epoch, floor, channels: EpochChannels| {
+        let blocker = net.clone();
+        let start_engine = move |engine: EpochEngine, channels: EpochChannels| {
+            let EpochEngine {
+                context,
+                epoch,
+                floor,
+                scheme,
+            } = engine;
             let engine = simplex::Engine::new(
                 context,
                 simplex::Config {
-                    scheme: scheme.clone(),
+                    scheme,
                     elector: RoundRobin::<Sha256>::default(),
-                    blocker: net.clone(),
+                    blocker: blocker.clone(),
                     automaton: inline.clone(),
                     relay: inline.clone(),
                     reporter: inline.clone(),
@@ -304,7 +318,13 @@ where
                 context,
                 epocher,
                 [votes, certificates, resolver],
-                marshal_mailbox,
+                EpochParts {
+                    schemes,
+                    sets: config.sets,
+                    net,
+                    marshal: marshal_mailbox,
+                    me: public,
+                },
                 config.epoch_starts,
                 start_engine,
             )

@@ -10,33 +10,39 @@
 //! for the boundary's finalization from that peer, so a lagging node reaches it and enters.
 //!
 //! The engine of an epoch stops when the next one starts. Invariant: the chain actor names
-//! the next epoch ([`EpochStart`]) only once it has committed the boundary block, so the
-//! node has the state the next epoch's rules are read from, and a restart enters the same
-//! epoch.
+//! the next epoch ([`EpochStart`]) only once it has committed the boundary block and
+//! recorded the epoch's validators read from the state after it ([`ValidatorSets`]), so
+//! every node enters with the same set and a restart enters the same epoch with it. A node
+//! that is not among an epoch's validators runs no engine in it: it follows the chain
+//! through marshal until an epoch names it, and its consensus network takes messages from
+//! the validators of the epoch it is in and the one before (late votes and requests).
 
 use commonware_consensus::{
     marshal::{core::Mailbox as MarshalMailbox, standard::Standard},
     simplex::scheme::ed25519::Scheme,
     types::{Epoch, Epocher, FixedEpocher, Height},
 };
-use commonware_cryptography::{ed25519, sha256::Digest};
+use commonware_cryptography::{certificate::Provider as _, ed25519, sha256::Digest};
 use commonware_p2p::{
     Message, Receiver,
     utils::mux::{self, Builder as _, MuxHandle, Muxer, SubReceiver, SubSender},
 };
 use commonware_runtime::{Handle, Storage as _, Supervisor as _, tokio};
 use commonware_utils::vec::NonEmptyVec;
+use stave_node::ChainView;
 use stave_primitives::B256;
 use std::{
     collections::VecDeque,
     num::{NonZeroU64, NonZeroUsize},
+    sync::Arc,
 };
 
 use ::tokio::sync::watch;
 
 use crate::{
     block::{ConsensusBlock, digest_of},
-    transport::{ChannelReceiver, ChannelSender},
+    transport::{ChannelReceiver, ChannelSender, ConsensusNet},
+    validator_sets::{EpochSchemes, ValidatorSetError, ValidatorSets},
 };
 
 /// One sub-channel of a consensus channel, as an epoch's engine sends and receives on it.
@@ -133,41 +139,68 @@ pub struct EpochStart {
     pub floor: B256,
 }
 
-/// The chain actor's side: names the next [`EpochStart`] each time the chain commits the
-/// last block of an epoch.
-pub(crate) struct EpochWatch {
+/// The chain actor's side: records each epoch's validators and names the next
+/// [`EpochStart`] each time the chain commits the last block of an epoch.
+pub(crate) struct EpochWatch<'s> {
     epocher: FixedEpocher,
     starts: watch::Sender<EpochStart>,
+    sets: Arc<ValidatorSets>,
+    view: ChainView<'s>,
 }
 
-impl EpochWatch {
-    /// Epochs of `length` blocks for a chain whose committed head is `head`; `hash_at`
-    /// reads the hash of a committed block. Returns the watch and what it publishes.
-    pub(crate) fn new<E>(
+impl<'s> EpochWatch<'s> {
+    /// Epochs of `length` blocks for the chain `view` reads, whose validator sets go to
+    /// `sets`. Returns the watch and what it publishes.
+    pub(crate) fn new(
         length: u64,
-        head: u64,
-        hash_at: impl FnOnce(u64) -> Result<Option<B256>, E>,
-    ) -> Result<(Self, watch::Receiver<EpochStart>), EpochError<E>> {
+        view: ChainView<'s>,
+        sets: Arc<ValidatorSets>,
+    ) -> Result<(Self, watch::Receiver<EpochStart>), EpochError<stave_storage::StorageError>> {
         let length = NonZeroU64::new(length).ok_or(EpochError::ZeroLength)?;
         let epocher = FixedEpocher::new(length);
+        let (head, _) = view.head().map_err(EpochError::Read)?;
         let epoch = epoch_after(&epocher, head);
         // Epoch 0 starts on the genesis, every other on the last block of the one before.
         let last = epoch
             .previous()
             .and_then(|previous| epocher.last(previous))
             .map_or(0, Height::get);
-        let floor = hash_at(last)
+        let floor = view
+            .hash_at(last)
             .map_err(EpochError::Read)?
             .ok_or(EpochError::MissingBoundary { head, last })?;
+        // The epoch before too: marshal checks its certificates when a restarted node's
+        // floor is the last block of it.
+        if let Some(previous) = epoch.previous() {
+            let before = previous
+                .previous()
+                .and_then(|earlier| epocher.last(earlier))
+                .map_or(0, Height::get);
+            sets.enter(&view, previous, before)?;
+        }
+        sets.enter(&view, epoch, last)?;
         let (starts, receiver) = watch::channel(EpochStart { epoch, floor });
-        Ok((Self { epocher, starts }, receiver))
+        Ok((
+            Self {
+                epocher,
+                starts,
+                sets,
+                view,
+            },
+            receiver,
+        ))
     }
 
     /// The chain committed block `number` with `hash`: if it ends its epoch, the next
-    /// epoch starts on it.
+    /// epoch's validators are recorded and the epoch starts on it. Panics if they cannot
+    /// be (the storage failed): the node must not commit the next epoch's blocks without
+    /// them, and the chain actor's thread ending stops the node.
     pub(crate) fn committed(&self, number: u64, hash: B256) {
         let epoch = epoch_after(&self.epocher, number);
         if epoch > self.starts.borrow().epoch {
+            if let Err(error) = self.sets.enter(&self.view, epoch, number) {
+                panic!("recording the validators of epoch {epoch}: {error}");
+            }
             self.starts.send_replace(EpochStart { epoch, floor: hash });
         }
     }
@@ -182,6 +215,9 @@ pub enum EpochError<E> {
     /// The chain's storage could not be read.
     #[error("reading the last block of the previous epoch: {0}")]
     Read(E),
+    /// The epoch's validator set could not be read or recorded.
+    #[error(transparent)]
+    ValidatorSet(#[from] ValidatorSetError),
     /// The chain holds a head but not the block its epoch starts on.
     #[error("the chain's head is block {head} but block {last}, its epoch's start, is missing")]
     MissingBoundary {
@@ -209,31 +245,66 @@ pub fn epoch_after(epocher: &FixedEpocher, head: u64) -> Epoch {
         .map_or(Epoch::zero(), |info| info.epoch())
 }
 
-/// The engine running now.
+/// The epoch this node is in, and its engine there if it is one of the validators.
 struct Active {
     epoch: Epoch,
-    handle: Handle<()>,
+    engine: Option<Handle<()>>,
 }
 
 impl Drop for Active {
     fn drop(&mut self) {
-        self.handle.abort();
+        if let Some(engine) = &self.engine {
+            engine.abort();
+        }
     }
+}
+
+/// What an epoch's engine is started with besides its channels.
+pub(crate) struct EpochEngine {
+    /// Its context.
+    pub context: tokio::Context,
+    /// The epoch.
+    pub epoch: Epoch,
+    /// The digest of the block before its first height: its view-0 parent.
+    pub floor: Digest,
+    /// This node's signing scheme for the epoch's validators.
+    pub scheme: Scheme,
+}
+
+/// What [`run`] drives: the validator sets, the network they are admitted on, and
+/// marshal (told where a peer has gone on).
+pub(crate) struct EpochParts {
+    /// The schemes of the epochs this node knows.
+    pub schemes: EpochSchemes,
+    /// Each epoch's validators.
+    pub sets: Arc<ValidatorSets>,
+    /// The consensus network, whose validator set follows the epochs.
+    pub net: ConsensusNet,
+    /// Marshal.
+    pub marshal: MarshalMailbox<Scheme, Standard<ConsensusBlock>>,
+    /// This node's consensus key.
+    pub me: ed25519::PublicKey,
 }
 
 /// Runs the epochs on the three consensus channels, entering each epoch `starts` names,
 /// until the chain stops (`starts` closes) or an engine fails (that panics, which stops
-/// the node).
-/// `start_engine(context, epoch, floor, channels)` starts `epoch`'s engine with `floor`
-/// (the digest of the block before its first height) as its view-0 parent.
+/// the node). In each epoch whose validators hold this node, `start_engine` starts the
+/// epoch's engine.
 pub(crate) async fn run(
     context: tokio::Context,
     epocher: FixedEpocher,
     channels: [(ChannelSender, ChannelReceiver); 3],
-    marshal: MarshalMailbox<Scheme, Standard<ConsensusBlock>>,
+    parts: EpochParts,
     mut starts: watch::Receiver<EpochStart>,
-    mut start_engine: impl FnMut(tokio::Context, Epoch, Digest, EpochChannels) -> Handle<()>,
+    mut start_engine: impl FnMut(EpochEngine, EpochChannels) -> Handle<()>,
 ) {
+    let EpochParts {
+        schemes,
+        sets,
+        net,
+        marshal,
+        me,
+    } = parts;
     let [
         (vote_sender, vote_receiver),
         (cert_sender, cert_receiver),
@@ -263,19 +334,35 @@ pub(crate) async fn run(
         if active.as_ref().is_none_or(|active| active.epoch < epoch) {
             // The old engine stops before the new one registers its sub-channels.
             let left = active.take().map(|active| active.epoch);
-            let channels = EpochChannels {
-                votes: register(&mut votes, epoch, early_votes.take(epoch)).await,
-                certificates: register(&mut certificates, epoch, early_certificates.take(epoch))
-                    .await,
-                resolver: register(&mut resolver, epoch, VecDeque::new()).await,
+            admit(&net, &sets, epoch);
+            let (early_v, early_c) = (early_votes.take(epoch), early_certificates.take(epoch));
+            let engine = match schemes.scheme(epoch) {
+                Some(scheme) => {
+                    let channels = EpochChannels {
+                        votes: register(&mut votes, epoch, early_v).await,
+                        certificates: register(&mut certificates, epoch, early_c).await,
+                        resolver: register(&mut resolver, epoch, VecDeque::new()).await,
+                    };
+                    let engine = EpochEngine {
+                        context: context
+                            .child("simplex")
+                            .with_attribute("epoch", epoch.get()),
+                        epoch,
+                        floor: digest_of(floor),
+                        scheme: (*scheme).clone(),
+                    };
+                    Some(start_engine(engine, channels))
+                }
+                None => None,
             };
-            let engine_context = context
-                .child("simplex")
-                .with_attribute("epoch", epoch.get());
-            let handle = start_engine(engine_context, epoch, digest_of(floor), channels);
-            active = Some(Active { epoch, handle });
+            let voting = engine.is_some();
+            if voting {
+                fetch_floor(&epocher, &sets, &marshal, &me, epoch);
+            }
+            active = Some(Active { epoch, engine });
             metrics::gauge!("stave_consensus_epoch").set(epoch.get() as f64);
-            tracing::info!(epoch = epoch.get(), floor = %floor, "entered a consensus epoch");
+            metrics::gauge!("stave_consensus_voting").set(f64::from(u8::from(voting)));
+            tracing::info!(epoch = epoch.get(), floor = %floor, voting, "entered a consensus epoch");
             // Its journal is of no use once the next epoch runs: a restart enters the epoch
             // after the committed head, never an older one.
             if let Some(previous) = left.or(epoch.previous())
@@ -285,7 +372,8 @@ pub(crate) async fn run(
             }
         }
         let our_epoch = active.as_ref().expect("entered above").epoch;
-        let engine = &mut active.as_mut().expect("entered above").handle;
+        let engine = active.as_mut().expect("entered above").engine.as_mut();
+        let running = engine.is_some();
         ::tokio::select! {
             changed = starts.changed() => {
                 if changed.is_err() {
@@ -304,10 +392,56 @@ pub(crate) async fn run(
                     early_certificates.keep(their_epoch, message);
                 }
             }
-            result = engine => {
+            result = async { engine.expect("polled only when running").await }, if running => {
                 panic!("the consensus engine of epoch {our_epoch} stopped: {result:?}");
             }
         }
+    }
+}
+
+/// Has marshal fetch the finalization of the block `epoch`'s engine starts on (the last of
+/// the epoch before) from that epoch's validators, unless it holds it. Proposals of the
+/// epoch's first views build on that block, and marshal must have it to verify them; a
+/// node whose chain took the block from the other validators' catch-up
+/// ([`crate::catch_up`]) rather than through marshal would otherwise wait for it forever.
+fn fetch_floor(
+    epocher: &FixedEpocher,
+    sets: &ValidatorSets,
+    marshal: &MarshalMailbox<Scheme, Standard<ConsensusBlock>>,
+    me: &ed25519::PublicKey,
+    epoch: Epoch,
+) {
+    let Some(previous) = epoch.previous() else {
+        return;
+    };
+    let (Some(last), Some(set)) = (epocher.last(previous), sets.get(previous)) else {
+        return;
+    };
+    let peers: Vec<ed25519::PublicKey> = set.iter().filter(|key| *key != me).cloned().collect();
+    if !peers.is_empty() {
+        marshal.hint_finalized(last, NonEmptyVec::from_unchecked(peers));
+    }
+}
+
+/// Makes the consensus network take messages from the validators of `epoch` and of the
+/// epoch before it (whose late votes and requests still come).
+fn admit(net: &ConsensusNet, sets: &ValidatorSets, epoch: Epoch) {
+    let mut keys: Vec<ed25519::PublicKey> = sets
+        .get(epoch)
+        .map(|set| set.iter().cloned().collect())
+        .unwrap_or_default();
+    if let Some(before) = epoch.previous().and_then(|previous| sets.get(previous)) {
+        keys.extend(
+            before
+                .iter()
+                .filter(|key| !keys.contains(key))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+    }
+    if let Err(error) = net.set_validators(&keys) {
+        // `keys` holds each key once, which is all the network checks.
+        tracing::error!(%error, "the consensus network kept its validators");
     }
 }
 

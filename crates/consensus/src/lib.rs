@@ -10,7 +10,7 @@
 //! [`block`] is the block as the engine sees it, [`application`] the chain actor behind
 //! the engine, [`transport`] the consensus channels on Stave's own network (stave-net:
 //! mutual TLS where a validator's certificate holds its consensus key), [`engine`] the
-//! wiring of one validator, [`epochs`] its engine per consensus epoch, [`catch_up`] the finalized blocks and senders a node catching
+//! wiring of one validator, [`epochs`] its engine per consensus epoch, [`validator_sets`] who votes in each epoch (the governance contract's validators), [`catch_up`] the finalized blocks and senders a node catching
 //! up takes from the other validators instead of waiting for marshal and recovering them.
 
 pub mod application;
@@ -20,6 +20,7 @@ pub mod engine;
 pub mod epochs;
 pub mod keys;
 pub mod transport;
+pub mod validator_sets;
 
 pub use application::{CatchingUp, ChainActor, StaveApp, chain_actor};
 pub use block::ConsensusBlock;
@@ -27,3 +28,4 @@ pub use catch_up::{CatchUpSource, OtherValidators};
 pub use engine::{ValidatorConfig, run_validator};
 pub use epochs::{EpochError, EpochStart};
 pub use transport::{ConsensusNet, TransportError, validator_node_id};
+pub use validator_sets::{EpochSchemes, ValidatorSetError, ValidatorSets};

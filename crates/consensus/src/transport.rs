@@ -6,7 +6,8 @@
 //! consensus key: its node id is then [`ed25519_node_id`] of the key, so the validator set
 //! alone says which connections speak for which validator. A consensus message from any
 //! other node (even one with a certificate from the chain's CA) is dropped and the node
-//! charged an [`Offence::Unauthorized`].
+//! charged an [`Offence::Unauthorized`]. The set changes with the consensus epochs
+//! ([`ConsensusNet::set_validators`]); senders and receivers read the current one.
 //!
 //! Each commonware channel `c` is module [`MODULE_BASE`]` + c` of group [`GROUP`]. Sends
 //! never wait: the engine's senders are synchronous, so frames are queued with
@@ -16,7 +17,10 @@
 use std::{
     collections::{HashMap, VecDeque},
     num::NonZeroUsize,
-    sync::Arc,
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -127,6 +131,23 @@ impl Validators {
     }
 }
 
+/// The validator set as it changes: the current one and how many times it changed.
+#[derive(Debug)]
+struct SharedValidators {
+    current: RwLock<Arc<Validators>>,
+    version: AtomicU64,
+}
+
+impl SharedValidators {
+    /// The current set.
+    fn load(&self) -> Arc<Validators> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// The blocked set as last reported, and who is listening.
 #[derive(Debug, Default)]
 struct Blocked {
@@ -135,12 +156,13 @@ struct Blocked {
 }
 
 /// The consensus side of a [`Network`]: registers the channels, and is the engine's
-/// [`Provider`] (one fixed peer set, id 0: the validators) and [`Blocker`](commonware_p2p::Blocker) (a block is a
-/// stave-net ban). Clones share everything.
+/// [`Provider`] (the peer set is the validators, its index the times they changed) and
+/// [`Blocker`](commonware_p2p::Blocker) (a block is a stave-net ban). Clones share
+/// everything.
 #[derive(Clone)]
 pub struct ConsensusNet {
     network: Network,
-    validators: Arc<Validators>,
+    validators: Arc<SharedValidators>,
     /// Peer-set subscribers, kept open for the engine's lifetime: the engines stop when
     /// their subscription closes.
     peer_sets: Arc<Mutex<Vec<mpsc::UnboundedSender<PeerSetUpdate<PublicKey>>>>>,
@@ -151,7 +173,7 @@ impl std::fmt::Debug for ConsensusNet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConsensusNet")
             .field("network", &self.network)
-            .field("validators", &self.validators.keys.len())
+            .field("validators", &self.validators.load().keys.len())
             .finish_non_exhaustive()
     }
 }
@@ -168,11 +190,40 @@ impl ConsensusNet {
             });
         }
         Ok(Self {
-            validators: Arc::new(Validators::new(validators)?),
+            validators: Arc::new(SharedValidators {
+                current: RwLock::new(Arc::new(Validators::new(validators)?)),
+                version: AtomicU64::new(0),
+            }),
             network,
             peer_sets: Arc::default(),
             blocked: Arc::default(),
         })
+    }
+
+    /// Makes `validators` the set consensus messages are sent to and taken from, from
+    /// now on, and tells the peer-set subscribers. Fails (and changes nothing) if a key is
+    /// listed twice.
+    pub fn set_validators(&self, validators: &[PublicKey]) -> Result<(), TransportError> {
+        let next = Arc::new(Validators::new(validators)?);
+        let set = next.keys.clone();
+        *self
+            .validators
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = next;
+        let index = self.validators.version.fetch_add(1, Ordering::AcqRel) + 1;
+        let tracked = TrackedPeers::primary(set);
+        self.peer_sets.lock().retain(|subscriber| {
+            subscriber
+                .send(PeerSetUpdate {
+                    index,
+                    latest: tracked.clone(),
+                    all: tracked.clone(),
+                })
+                .is_ok()
+        });
+        self.publish_blocked();
+        Ok(())
     }
 
     /// The network underneath.
@@ -193,27 +244,18 @@ impl ConsensusNet {
             validators: self.validators.clone(),
             protocol_id: ProtocolId::request(GROUP, module),
         };
-        let receiver = ChannelReceiver {
+        let mut receiver = ChannelReceiver {
             channel,
             inbound,
             network: self.network.clone(),
-            waiting: self
-                .validators
-                .by_id
-                .iter()
-                .map(|(id, key)| {
-                    let waiting = Waiting {
-                        key: key.clone(),
-                        messages: VecDeque::new(),
-                        bytes: 0,
-                    };
-                    (*id, waiting)
-                })
-                .collect(),
-            order: self.validators.by_id.keys().copied().collect(),
+            validators: self.validators.clone(),
+            version: u64::MAX,
+            waiting: HashMap::new(),
+            order: Vec::new(),
             next: 0,
             capacity: NonZeroUsize::new(BACKLOG).unwrap_or(NonZeroUsize::MIN),
         };
+        receiver.refresh();
         Ok((sender, receiver))
     }
 
@@ -233,11 +275,12 @@ impl ConsensusNet {
 
     /// The validators stave-net bans now.
     fn banned(&self) -> Vec<PublicKey> {
-        self.validators
+        let validators = self.validators.load();
+        validators
             .keys
             .iter()
             .filter(|key| {
-                self.validators
+                validators
                     .ids
                     .get(*key)
                     .is_some_and(|id| self.network.is_banned(id))
@@ -273,18 +316,20 @@ pub fn module(channel: Channel) -> Result<u16, TransportError> {
 impl Provider for ConsensusNet {
     type PublicKey = PublicKey;
 
-    /// Set 0 is the validators; there is no other.
+    /// The current validators, under the index of their set; older sets are not kept.
     async fn peer_set(&mut self, id: u64) -> Option<TrackedPeers<PublicKey>> {
-        (id == 0).then(|| TrackedPeers::primary(self.validators.keys.clone()))
+        let version = self.validators.version.load(Ordering::Acquire);
+        (id == version).then(|| TrackedPeers::primary(self.validators.load().keys.clone()))
     }
 
-    /// Yields set 0 once; the subscription then stays open (the set never changes).
+    /// Yields the current set, then each new one ([`ConsensusNet::set_validators`]).
     async fn subscribe(&mut self) -> PeerSetSubscription<PublicKey> {
         let (sender, receiver) = mpsc::unbounded_channel();
-        let set = TrackedPeers::primary(self.validators.keys.clone());
+        let index = self.validators.version.load(Ordering::Acquire);
+        let set = TrackedPeers::primary(self.validators.load().keys.clone());
         // The receiver is in hand, so this cannot fail.
         let _ = sender.send(PeerSetUpdate {
-            index: 0,
+            index,
             latest: set.clone(),
             all: set,
         });
@@ -326,7 +371,7 @@ impl commonware_p2p::Blocker for ConsensusNet {
 #[derive(Clone, Debug)]
 pub struct ChannelSender {
     network: Network,
-    validators: Arc<Validators>,
+    validators: Arc<SharedValidators>,
     protocol_id: ProtocolId,
 }
 
@@ -339,7 +384,7 @@ impl LimitedSender for ChannelSender {
         &mut self,
         recipients: Recipients<PublicKey>,
     ) -> Result<CheckedChannelSender<'_>, std::time::SystemTime> {
-        let validators = &self.validators;
+        let validators = self.validators.load();
         let recipients: Vec<(PublicKey, NodeId)> = match recipients {
             Recipients::All => self
                 .network
@@ -437,6 +482,9 @@ pub struct ChannelReceiver {
     channel: Channel,
     inbound: mpsc::Receiver<Inbound>,
     network: Network,
+    validators: Arc<SharedValidators>,
+    /// The version of the set `waiting` and `order` were made for.
+    version: u64,
     /// Messages drained from the network and not yet handed to the engine, per
     /// validator's node id.
     waiting: HashMap<NodeId, Waiting>,
@@ -456,6 +504,32 @@ impl std::fmt::Debug for ChannelReceiver {
 }
 
 impl ChannelReceiver {
+    /// Follows a change of the validator set: a new validator gets a queue, a removed
+    /// one's queue and its waiting messages are dropped, the others keep theirs.
+    fn refresh(&mut self) {
+        let version = self.validators.version.load(Ordering::Acquire);
+        if version == self.version {
+            return;
+        }
+        let validators = self.validators.load();
+        let mut waiting = std::mem::take(&mut self.waiting);
+        self.waiting = validators
+            .by_id
+            .iter()
+            .map(|(id, key)| {
+                let kept = waiting.remove(id).unwrap_or_else(|| Waiting {
+                    key: key.clone(),
+                    messages: VecDeque::new(),
+                    bytes: 0,
+                });
+                (*id, kept)
+            })
+            .collect();
+        self.order = validators.by_id.keys().copied().collect();
+        self.next = 0;
+        self.version = version;
+    }
+
     /// Queues a message from the network under its sender. One from a node that is not a
     /// validator is dropped and the node charged [`Offence::Unauthorized`]; one from a
     /// peer banned since it was received is dropped (commonware's network likewise stops
@@ -507,6 +581,7 @@ impl Receiver for ChannelReceiver {
     /// [`ChannelReceiver`]).
     async fn recv(&mut self) -> Result<Message<PublicKey>, RecvError> {
         loop {
+            self.refresh();
             while let Ok(inbound) = self.inbound.try_recv() {
                 self.queue(inbound);
             }
@@ -518,6 +593,8 @@ impl Receiver for ChannelReceiver {
                 .recv()
                 .await
                 .ok_or(RecvError::Closed(self.channel))?;
+            // The set may have changed while this waited.
+            self.refresh();
             self.queue(inbound);
         }
     }

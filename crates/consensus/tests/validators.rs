@@ -33,8 +33,8 @@ use commonware_p2p::{Recipients, Sender as _};
 use commonware_runtime::Clock;
 use commonware_utils::ordered::Set;
 use stave_consensus::{
-    ConsensusBlock, ConsensusNet, StaveApp, ValidatorConfig, chain_actor, run_validator,
-    validator_node_id,
+    ConsensusBlock, ConsensusNet, StaveApp, ValidatorConfig, ValidatorSets, chain_actor,
+    run_validator, validator_node_id,
 };
 use stave_net::{ChainCa, Network, NetworkConfig, NodeId, NodeTls, StaticPeer};
 use stave_node::{BlockProducer, Chain, ChainView, Parallelism, genesis};
@@ -317,11 +317,15 @@ fn start(
         },
     )
     .expect("actor");
-    let (actor, epoch_starts) = actor.with_epochs(spec.epoch_length()).expect("epochs");
+    let public: Vec<_> = keys.iter().map(|key| key.public_key()).collect();
+    let sets = Arc::new(ValidatorSets::new(&public));
+    let (actor, epoch_starts) = actor
+        .with_epochs(spec.epoch_length(), sets.clone())
+        .expect("epochs");
     std::thread::spawn(move || actor.run().expect("chain actor"));
     let config = ValidatorConfig {
         key: keys[index].clone(),
-        validators: keys.iter().map(|key| key.public_key()).collect(),
+        sets,
         network,
         storage: data.join("consensus"),
         namespace: [b"stave-test-".as_slice(), genesis(spec).0.hash().as_slice()].concat(),

@@ -8,7 +8,11 @@
 
 use alloy_genesis::GenesisAccount;
 use alloy_primitives::{Address, B256, Bytes, U256, address, keccak256};
-use stave_primitives::{ChainSpec, ChainSpecError};
+use stave_primitives::{ChainSpec, ChainSpecError, StateError, StateReader};
+
+mod permissions;
+
+pub use permissions::{Permissions, Refusal};
 
 /// Where the contract lives on every Stave chain that has governance.
 pub const GOVERNANCE_ADDRESS: Address = address!("0000000000000000000000000000000000001000");
@@ -32,7 +36,17 @@ alloy_sol_types::sol! {
             /// Admits the node whose id is `target`.
             AddNode,
             /// Removes the node whose id is `target`.
-            RemoveNode
+            RemoveNode,
+            /// Puts the lists `value` names in force ([`RESTRICT_DEPLOY`], [`RESTRICT_SEND`]).
+            SetRestrictions,
+            /// Gives `target` (an address) the rights `value` names ([`MAY_DEPLOY`],
+            /// [`MAY_SEND`]; 0 takes them away).
+            SetRights,
+            /// Freezes `target` (an account: it may not send; a contract: it may not be
+            /// called by a transaction).
+            Freeze,
+            /// Unfreezes `target`.
+            Unfreeze
         }
 
         /// A proposal as the contract keeps it.
@@ -80,8 +94,25 @@ alloy_sol_types::sol! {
         function proposalCount() external view returns (uint256);
         /// A proposal.
         function getProposal(uint256 id) external view returns (Proposal memory);
+        /// The lists in force ([`RESTRICT_DEPLOY`], [`RESTRICT_SEND`]).
+        function restrictions() external view returns (uint256);
+        /// An account's rights ([`MAY_DEPLOY`], [`MAY_SEND`]).
+        function rightsOf(address account) external view returns (uint256);
+        /// Whether an address is frozen.
+        function frozen(address account) external view returns (bool);
+        /// How many addresses are frozen.
+        function frozenCount() external view returns (uint256);
     }
 }
+
+/// `restrictions` bit: only accounts with [`MAY_DEPLOY`] may create contracts.
+pub const RESTRICT_DEPLOY: u64 = 1;
+/// `restrictions` bit: only accounts with [`MAY_SEND`] may send transactions.
+pub const RESTRICT_SEND: u64 = 2;
+/// `rightsOf` bit: may create contracts while [`RESTRICT_DEPLOY`] is in force.
+pub const MAY_DEPLOY: u64 = 1;
+/// `rightsOf` bit: may send transactions while [`RESTRICT_SEND`] is in force.
+pub const MAY_SEND: u64 = 2;
 
 /// The contract's storage slots of its state variables, in declaration order (Solidity
 /// gives each non-packed variable the next slot).
@@ -95,6 +126,10 @@ mod slot {
     pub const IS_VALIDATOR: u64 = 6;
     pub const NODES: u64 = 7;
     pub const IS_NODE: u64 = 8;
+    pub const RESTRICTIONS: u64 = 11;
+    pub const RIGHTS_OF: u64 = 12;
+    pub const FROZEN: u64 = 13;
+    pub const FROZEN_COUNT: u64 = 14;
 }
 
 /// The contract's runtime code.
@@ -121,6 +156,12 @@ pub struct GovernanceGenesis {
     pub validators: Vec<B256>,
     /// Non-validator nodes admitted to the P2P network, by node id.
     pub nodes: Vec<B256>,
+    /// The lists in force from the genesis on ([`RESTRICT_DEPLOY`], [`RESTRICT_SEND`]).
+    pub restrictions: u64,
+    /// Accounts and their rights ([`MAY_DEPLOY`], [`MAY_SEND`]).
+    pub rights: Vec<(Address, u64)>,
+    /// Accounts and contracts frozen from the genesis on.
+    pub frozen: Vec<Address>,
 }
 
 /// Why a governance genesis was refused.
@@ -155,6 +196,9 @@ impl GovernanceGenesis {
             min_validators: (validators.len() as u64).min(4),
             validators,
             nodes: Vec::new(),
+            restrictions: 0,
+            rights: Vec::new(),
+            frozen: Vec::new(),
         }
     }
 
@@ -219,6 +263,18 @@ impl GovernanceGenesis {
             U256::from(self.proposal_lifetime),
         );
         put(at(slot::MIN_VALIDATORS), U256::from(self.min_validators));
+        put(at(slot::RESTRICTIONS), U256::from(self.restrictions));
+        for (account, rights) in &self.rights {
+            put(
+                mapping(account.into_word(), slot::RIGHTS_OF),
+                U256::from(*rights),
+            );
+        }
+        let frozen: std::collections::BTreeSet<&Address> = self.frozen.iter().collect();
+        for account in &frozen {
+            put(mapping(account.into_word(), slot::FROZEN), U256::from(1));
+        }
+        put(at(slot::FROZEN_COUNT), U256::from(frozen.len()));
         Ok(GenesisAccount::default()
             .with_code(Some(runtime_code()))
             .with_storage(Some(storage)))
@@ -239,6 +295,48 @@ pub enum InstallError {
     /// The genesis with it was refused.
     #[error(transparent)]
     ChainSpec(#[from] ChainSpecError),
+}
+
+/// Most entries of a list [`admitted`] reads: far more validators and nodes than a
+/// consortium runs, and a bound on the reads a corrupt length could ask for.
+pub const MAX_LISTED: u64 = 4_096;
+
+/// Who the contract admits in some state: the validators' consensus keys and the other
+/// nodes' P2P ids, in the contract's order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Admitted {
+    /// The validators' ed25519 consensus public keys.
+    pub validators: Vec<B256>,
+    /// The node ids of the admitted non-validator nodes.
+    pub nodes: Vec<B256>,
+}
+
+/// Reads who the contract admits from `state`, straight from its storage (the layout
+/// [`GovernanceGenesis::account`] writes and the contract keeps), so a node learns it
+/// without running the EVM. `None` when the chain has no governance contract (no code at
+/// [`GOVERNANCE_ADDRESS`]). A list longer than [`MAX_LISTED`] is read up to that bound.
+pub fn admitted(state: &dyn StateReader) -> Result<Option<Admitted>, StateError> {
+    let installed = state
+        .account(GOVERNANCE_ADDRESS)?
+        .is_some_and(|account| account.code_hash != alloy_primitives::KECCAK256_EMPTY);
+    if !installed {
+        return Ok(None);
+    }
+    let list = |n: u64| -> Result<Vec<B256>, StateError> {
+        let len = state.storage(GOVERNANCE_ADDRESS, U256::from(n))?;
+        let len = u64::try_from(len).unwrap_or(u64::MAX).min(MAX_LISTED);
+        let first = U256::from_be_bytes(keccak256(at(n)).0);
+        (0..len)
+            .map(|i| {
+                let word = state.storage(GOVERNANCE_ADDRESS, first.wrapping_add(U256::from(i)))?;
+                Ok(B256::from(word))
+            })
+            .collect()
+    };
+    Ok(Some(Admitted {
+        validators: list(slot::VALIDATORS)?,
+        nodes: list(slot::NODES)?,
+    }))
 }
 
 /// Storage slot `n` of a contract.
@@ -308,5 +406,23 @@ mod tests {
             word(1)
         );
         assert_eq!(account.code, Some(runtime_code()));
+    }
+
+    #[test]
+    fn a_node_reads_who_is_admitted_from_the_state_and_nothing_without_the_contract() {
+        let mut genesis = governance();
+        genesis.validators.push(B256::repeat_byte(8));
+        genesis.nodes = vec![B256::repeat_byte(7)];
+        let spec = genesis.install(ChainSpec::dev(7, 1)).expect("installs");
+        let state = stave_primitives::MemoryState::from_genesis(&spec);
+        assert_eq!(
+            admitted(&state).expect("reads"),
+            Some(Admitted {
+                validators: vec![B256::repeat_byte(9), B256::repeat_byte(8)],
+                nodes: vec![B256::repeat_byte(7)],
+            })
+        );
+        let bare = stave_primitives::MemoryState::from_genesis(&ChainSpec::dev(7, 1));
+        assert_eq!(admitted(&bare).expect("reads"), None);
     }
 }

@@ -33,6 +33,7 @@
 //! certificate files; [`process`] tunes a node's process at its start; [`stream`]
 //! imports and exports a data dir's blocks as a block stream.
 
+mod allow_list;
 mod config;
 mod error;
 pub mod files;

@@ -28,7 +28,7 @@ use tokio::{
 };
 
 use crate::{
-    LaunchError, NodeConfig, Role, follower, metrics,
+    LaunchError, NodeConfig, Role, allow_list, follower, metrics,
     p2p::{self, Admission, P2p},
     producer::{self, Rhythm},
     supervisor::{Part, Supervisor},
@@ -405,7 +405,8 @@ impl Parts {
             supervisor.watch("JSON-RPC server", task);
         }
         let rpc_addr = server.addr();
-        let (making_blocks, chain, validator, p2p) = match (&config.role, p2p) {
+        let allow_list = network.clone().map(|network| (network, heads.subscribe()));
+        let (making_blocks, chain, validator, p2p, epochs) = match (&config.role, p2p) {
             (Role::Validator(consensus), Some(p2p)) => {
                 let started = validator::start(
                     consensus,
@@ -426,6 +427,7 @@ impl Parts {
                     Some(started.chain),
                     Some(started.public),
                     Some(p2p),
+                    Some(started.epochs),
                 )
             }
             (role, p2p) => {
@@ -465,9 +467,12 @@ impl Parts {
                         }
                     }
                 })?;
-                (thread, None, None, None)
+                (thread, None, None, None, None)
             }
         };
+        if let Some((network, heads)) = allow_list {
+            runtime.spawn(allow_list::follow(view.clone(), network, heads, epochs));
+        }
         let node = RunningNode {
             spec: config.genesis,
             datadir,

@@ -51,6 +51,15 @@ pub struct TestnetLayout {
     /// change only between epochs). None: one epoch that never ends.
     #[cfg_attr(feature = "clap", arg(long, value_parser = clap::value_parser!(u64).range(2..)))]
     pub epoch_length: Option<u64>,
+    /// Nodes written beside the validators, with consensus keys and configs, but not in
+    /// the genesis's validator set: the committee can add them later
+    /// (`stave gov propose add-validator`). They follow the chain until then.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=100)))]
+    pub spare_validators: u16,
+    /// A gas-free chain: a base fee of zero (`baseFeePerGas`), so transactions priced at
+    /// zero are accepted and accounts without funds can send them.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub gas_free: bool,
 }
 
 /// One validator of a testnet [`init`] wrote.
@@ -86,11 +95,12 @@ struct Member {
     validator: B256,
 }
 
-/// Writes a testnet of `layout.nodes` fresh validators into `dir` (created; existing
-/// files are never overwritten): `genesis.json` (the dev chain's accounts, these
-/// validators), `ca/` and `node<i>/`. Returns the validators in node order.
+/// Writes a testnet of `layout.nodes` fresh validators and `layout.spare_validators`
+/// nodes that may become validators into `dir` (created; existing files are never
+/// overwritten): `genesis.json` (the dev chain's accounts, the validators), `ca/` and
+/// `node<i>/`. Returns every node in node order, the spare ones last.
 pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, LaunchError> {
-    let members = (0..layout.nodes)
+    let members = (0..layout.nodes + layout.spare_validators)
         .map(|i| {
             let seed: [u8; 32] = rand::random();
             Ok(Member {
@@ -103,7 +113,11 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
             })
         })
         .collect::<Result<Vec<_>, LaunchError>>()?;
-    let validators: Vec<B256> = members.iter().map(|member| member.validator).collect();
+    let validators: Vec<B256> = members
+        .iter()
+        .take(usize::from(layout.nodes))
+        .map(|member| member.validator)
+        .collect();
     let (spec, accounts) = stave_primitives::dev::dev_chain()?;
     let spec = spec.with_validators(validators.clone())?;
     // The governance committee: the dev mnemonic's account i for validator i (as far as
@@ -113,9 +127,22 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
         .take(usize::from(layout.nodes))
         .map(|account| account.address)
         .collect();
-    let spec = GovernanceGenesis::majority(committee, validators)
+    // The spare nodes are admitted to the network (the contract's `nodes`), so they can
+    // follow the chain until the committee makes them validators.
+    let mut governance = GovernanceGenesis::majority(committee, validators);
+    governance.nodes = members
+        .iter()
+        .skip(usize::from(layout.nodes))
+        .map(|member| B256::from(stave_net::tls::ed25519_node_id(&member.validator.0)))
+        .collect();
+    let spec = governance
         .install(spec)
         .map_err(|error| LaunchError::Config(format!("the testnet's governance: {error}")))?;
+    let spec = if layout.gas_free {
+        spec.with_base_fee(0)
+    } else {
+        spec
+    };
     let spec = match layout.epoch_length {
         Some(length) => spec.with_epoch_length(length)?,
         None => spec,
@@ -159,14 +186,17 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
             })
             .collect();
         let config_path = node_dir.join("config.toml");
+        let role = match i < usize::from(layout.nodes) {
+            true => format!("Validator {i} of {}", layout.nodes),
+            false => format!("Node {i}: a validator's key, not in the genesis's set"),
+        };
         let config = format!(
-            "# Validator {i} of {nodes} (`stave node --config {config_path}`).\n\
+            "# {role} (`stave node --config {config_path}`).\n\
              datadir = \"data\"\ngenesis = \"../genesis.json\"\n\
              rpc_addr = \"{rpc}\"\nmetrics_addr = \"{metrics}\"\nblock_time_ms = {block_time}\n\n\
              [consensus]\nkey = \"consensus.key\"\n\n\
              [p2p]\nlisten = \"{p2p}\"\nca = \"ca.pem\"\ncert = \"node.pem\"\nkey = \"node.key\"\n\
              allowed = [{allowed}]\n{peers}",
-            nodes = layout.nodes,
             config_path = config_path.display(),
             rpc = member.rpc,
             metrics = member.metrics,

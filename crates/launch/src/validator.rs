@@ -1,7 +1,10 @@
-//! A node's `[consensus]` section: the node is one of the genesis's validators and
-//! agrees on blocks with the others through `stave-consensus` (commonware Simplex and
-//! its marshal), whose channels ride on the node's `[p2p]` network. The chain actor
-//! (propose, verify, commit) runs on a thread of its own; the engine runs on another.
+//! A node's `[consensus]` section: the node holds a consensus key and agrees on blocks
+//! with the other validators through `stave-consensus` (commonware Simplex and its
+//! marshal), whose channels ride on the node's `[p2p]` network. It votes in the epochs
+//! whose validators (the genesis's, then the governance contract's) hold its key, and
+//! follows the chain in the others: a validator the consortium adds later starts from
+//! the same config as the first ones. The chain actor (propose, verify, commit) runs on
+//! a thread of its own; the engine runs on another.
 //!
 //! Both threads run under the node's [`Supervisor`]: if either fails (a commit that
 //! fails, an engine task that panics on a journal it cannot write), the node stops.
@@ -19,14 +22,17 @@ use std::{
 };
 
 use stave_consensus::{
-    ConsensusBlock, OtherValidators, StaveApp, ValidatorConfig, chain_actor, keys, run_validator,
+    ConsensusBlock, OtherValidators, StaveApp, ValidatorConfig, ValidatorSets, chain_actor, keys,
+    run_validator,
 };
 use stave_node::{BlockProducer, Produced};
 use stave_primitives::{B256, ChainSpec, keccak256};
 use stave_txpool::TxPool;
 use tokio::sync::broadcast;
 
-use crate::{ConsensusConfig, LaunchError, p2p::P2p, supervisor::Supervisor};
+use crate::{
+    ConsensusConfig, LaunchError, allow_list::EpochSets, p2p::P2p, supervisor::Supervisor,
+};
 
 /// What the consensus side needs from the rest of the node.
 pub(crate) struct ValidatorParts<'a> {
@@ -57,6 +63,8 @@ pub(crate) struct Validator {
     pub chain: StaveApp,
     /// The validator's consensus public key, as the genesis names it.
     pub public: B256,
+    /// Its epochs' validator sets, which the P2P allow-list keeps admitted.
+    pub epochs: EpochSets,
 }
 
 /// The namespace the engine signs and connects under: the genesis block hash, the chain
@@ -120,9 +128,9 @@ pub(crate) fn start(
     ensure(!spec.validators().is_empty(), || {
         "the genesis names no validators (config.stave.validators); `stave testnet init` writes one that does".into()
     })?;
-    ensure(spec.validators().contains(&public), || {
-        format!("this node's consensus key {public} is not one of the genesis's validators")
-    })?;
+    if !spec.validators().contains(&public) {
+        tracing::info!(%public, "this node's consensus key is not one of the genesis's validators: it follows the chain and votes from the epoch the governance contract adds it in");
+    }
     ensure(
         stave_net::tls::ed25519_node_id(&public.0) == p2p.network.local_id(),
         || {
@@ -161,16 +169,21 @@ pub(crate) fn start(
         let _ = heads.send(Arc::new(produced.clone()));
     })
     .map_err(LaunchError::import("starting the chain actor"))?;
+    let sets = Arc::new(ValidatorSets::new(&validators));
     let (actor, epoch_starts) = actor
         .with_catch_up(Box::new(others), p2p.catching_up.clone())
-        .with_epochs(spec.epoch_length())?;
+        .with_epochs(spec.epoch_length(), sets.clone())?;
     let app = app
         .with_catching_up(p2p.catching_up.clone())
         .with_tip(highest_block);
     let genesis = ConsensusBlock::genesis(spec);
+    let epochs = EpochSets {
+        sets: sets.clone(),
+        starts: epoch_starts.clone(),
+    };
     let validator = ValidatorConfig {
         key,
-        validators,
+        sets,
         network: p2p.network.clone(),
         storage: config
             .storage
@@ -201,6 +214,7 @@ pub(crate) fn start(
         actor,
         chain,
         public,
+        epochs,
     })
 }
 

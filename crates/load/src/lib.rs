@@ -63,9 +63,6 @@ use crate::{
     track::{follow_blocks, wait_for_inclusion},
 };
 
-/// Priority fee of every transaction, in wei (what the node suggests to wallets).
-const TIP: u128 = 1_000_000_000;
-
 /// Runs a load against the node at `config.rpc` and reports what it measured, telling
 /// `progress` how it goes.
 pub async fn run(
@@ -90,7 +87,13 @@ pub async fn run(
         .map_err(LoadError::rpc("reading the head block"))?
         .ok_or_else(|| LoadError::Missing("the node has no head block".into()))?;
     let base_fee = u128::from(latest.header.base_fee_per_gas.unwrap_or_default());
-    let builder = TxBuilder::eip1559(chain_id, 2 * base_fee + TIP, TIP);
+    // The tip the node suggests to wallets: none on a gas-free chain, whose transactions
+    // then cost nothing but their value.
+    let tip = client
+        .max_priority_fee()
+        .await
+        .map_err(LoadError::rpc("reading the suggested tip"))?;
+    let builder = TxBuilder::eip1559(chain_id, 2 * base_fee + tip, tip);
 
     let senders: Vec<LocalSigner> = (0..config.accounts as u64)
         .into_par_iter()

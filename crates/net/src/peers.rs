@@ -12,7 +12,7 @@
 //! by the node with the smaller id and close the other, so they agree without talking.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     net::SocketAddr,
     sync::{
         Arc,
@@ -502,6 +502,27 @@ impl Network {
         self.shared.shutdown.is_cancelled()
     }
 
+    /// Makes `allowed` the allow-list (the chain's governance changed it): peers on it
+    /// are admitted from now on, and the connections of those left off are closed at
+    /// once; their handshakes are refused from then on. Returns how many were closed.
+    pub fn set_allowed(&self, allowed: HashSet<NodeId>) -> usize {
+        self.shared.tls.set_allowed(allowed);
+        let mut links = self.shared.links.lock();
+        let refused: Vec<NodeId> = links
+            .keys()
+            .filter(|id| !self.shared.tls.is_allowed(id))
+            .copied()
+            .collect();
+        for id in &refused {
+            if let Some(link) = links.remove(id) {
+                tracing::info!(peer = %short_id(id), "peer no longer on the allow-list: disconnected");
+                link.closed.cancel();
+            }
+        }
+        metrics::gauge!("stave_net_peers").set(links.len() as f64);
+        refused.len()
+    }
+
     /// Stops listening and dialling and closes every connection.
     pub fn shutdown(&self) {
         self.shared.shutdown.cancel();
@@ -549,7 +570,11 @@ impl Shared {
         peer: NodeId,
         dialer: NodeId,
     ) -> Option<CancellationToken> {
-        if peer == self.local || self.scores.lock().is_banned(&peer, Instant::now()) {
+        // The allow-list is checked again: it may have changed during the handshake.
+        if peer == self.local
+            || !self.tls.is_allowed(&peer)
+            || self.scores.lock().is_banned(&peer, Instant::now())
+        {
             return None;
         }
         let (outbound, queue) = Lane::new(self.config.send_queue, self.config.send_queue_bytes);

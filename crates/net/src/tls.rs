@@ -9,6 +9,8 @@
 
 use std::{collections::HashSet, sync::Arc};
 
+use parking_lot::RwLock;
+
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, PKCS_ED25519,
@@ -252,18 +254,19 @@ fn roots(ca: &CertificateDer<'static>) -> Result<Arc<RootCertStore>, TlsError> {
 }
 
 /// Both sides of a node's TLS: it serves and dials with its identity, trusts only `ca`,
-/// and keeps only peers whose node id is in `allowed`.
+/// and keeps only peers whose node id is on the allow-list. Clones share the list, which
+/// may change while the node runs ([`NodeTls::set_allowed`]).
 #[derive(Clone)]
 pub struct NodeTls {
     acceptor: TlsAcceptor,
     connector: TlsConnector,
-    allowed: Arc<HashSet<NodeId>>,
+    allowed: Arc<RwLock<HashSet<NodeId>>>,
 }
 
 impl std::fmt::Debug for NodeTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeTls")
-            .field("allowed", &self.allowed.len())
+            .field("allowed", &self.allowed.read().len())
             .finish_non_exhaustive()
     }
 }
@@ -297,8 +300,19 @@ impl NodeTls {
         Ok(Self {
             acceptor: TlsAcceptor::from(Arc::new(server)),
             connector: TlsConnector::from(Arc::new(client)),
-            allowed: Arc::new(allowed),
+            allowed: Arc::new(RwLock::new(allowed)),
         })
+    }
+
+    /// Makes `allowed` the allow-list for handshakes from now on (connections already made
+    /// are the network's to close: `Network::set_allowed`).
+    pub fn set_allowed(&self, allowed: HashSet<NodeId>) {
+        *self.allowed.write() = allowed;
+    }
+
+    /// True if `id` is on the allow-list.
+    pub fn is_allowed(&self, id: &NodeId) -> bool {
+        self.allowed.read().contains(id)
     }
 
     fn check(&self, certificates: Option<&[CertificateDer<'static>]>) -> Result<NodeId, TlsError> {
@@ -306,7 +320,7 @@ impl NodeTls {
             .and_then(<[_]>::first)
             .ok_or(TlsError::NoPeerCertificate)?;
         let id = node_id(first)?;
-        if self.allowed.contains(&id) {
+        if self.is_allowed(&id) {
             Ok(id)
         } else {
             Err(TlsError::NotAllowed(id))

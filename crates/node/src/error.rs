@@ -52,6 +52,19 @@ pub enum ImportError {
         /// What execution produced.
         computed: String,
     },
+    /// A transaction of the block breaks a rule of the governance contract's permissions.
+    #[error("block {number}: transaction {index}: {refusal}")]
+    Forbidden {
+        /// The block's number.
+        number: u64,
+        /// The transaction's index in the block.
+        index: usize,
+        /// The rule it breaks.
+        refusal: stave_governance::Refusal,
+    },
+    /// The governance contract's permissions could not be read from the state.
+    #[error("reading the governance contract's permissions: {0}")]
+    Permissions(stave_primitives::StateError),
     /// The block's timestamp is before its parent's or too far ahead of this node's clock.
     #[error("block {number}: timestamp {timestamp} is outside [{earliest}, {latest}]")]
     BadTimestamp {
@@ -97,6 +110,7 @@ impl ImportError {
             Self::Decode(_)
             | Self::NotChild { .. }
             | Self::HeaderMismatch { .. }
+            | Self::Forbidden { .. }
             | Self::BadTimestamp { .. } => true,
             Self::Verify { source, .. } => source.is_invalid_block(),
             Self::Execute { source, .. } => source.is_invalid_block(),
@@ -104,6 +118,7 @@ impl ImportError {
             | Self::NoGenesis
             | Self::Storage(_)
             | Self::State(_)
+            | Self::Permissions(_)
             | Self::Threads(_) => false,
         }
     }

@@ -40,7 +40,8 @@ pub enum ViewError {
     Storage(#[from] StorageError),
 }
 
-/// Reads of a chain's state and blocks.
+/// Reads of a chain's state and blocks. Clones read the same chain.
+#[derive(Clone)]
 pub struct ChainView<'s> {
     store: &'s dyn KvStore,
     spec: ChainSpec,

@@ -111,6 +111,13 @@ impl ChainSpec {
         self.with_stave_config()
     }
 
+    /// The same chain with a base fee of `fee` wei per gas (`baseFeePerGas`). Every block
+    /// keeps the genesis's base fee; zero makes a gas-free chain (README, gas-free chains).
+    pub fn with_base_fee(mut self, fee: u64) -> Self {
+        self.genesis.base_fee_per_gas = Some(u128::from(fee));
+        self
+    }
+
     /// The same chain with `account` at `address` in its genesis (replacing any there).
     pub fn with_account(
         mut self,

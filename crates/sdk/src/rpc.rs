@@ -214,6 +214,12 @@ impl RpcClient {
         Ok(price.to())
     }
 
+    /// `eth_maxPriorityFeePerGas`: the tip per gas, in wei, the node suggests.
+    pub async fn max_priority_fee(&self) -> Result<u128, SdkError> {
+        let tip: U256 = self.call("eth_maxPriorityFeePerGas", rpc_params![]).await?;
+        Ok(tip.to())
+    }
+
     /// `eth_sendRawTransaction`: the transaction's hash once the node accepted it.
     pub async fn send_raw_transaction(&self, tx: &[u8]) -> Result<B256, SdkError> {
         self.call(

@@ -112,6 +112,9 @@ pub enum PoolError {
     /// Reading the sender's account failed.
     #[error("state unavailable: {0}")]
     State(String),
+    /// A rule of the governance contract's permissions refuses it.
+    #[error("permission denied: {0}")]
+    Forbidden(stave_governance::Refusal),
 }
 
 impl PoolError {
@@ -134,6 +137,7 @@ impl PoolError {
             Self::PoolFull => "pool_full",
             Self::FutureReplacePending => "future_replace_pending",
             Self::State(_) => "state",
+            Self::Forbidden(_) => "forbidden",
         }
     }
 }

@@ -12,6 +12,7 @@ use alloy_consensus::Transaction as _;
 use alloy_primitives::{Address, B256, U256};
 use parking_lot::Mutex;
 use rayon::prelude::*;
+use stave_governance::Permissions;
 use stave_primitives::{RecoveredTx, SignedTx, StateReader};
 use stave_verify::SenderCache;
 
@@ -223,6 +224,8 @@ impl TxPool {
         state: &dyn StateReader,
         base_fee: u64,
     ) -> Vec<Result<B256, PoolError>> {
+        // Read once for the batch: the per-sender entries only where a rule is in force.
+        let permissions = Permissions::read(state).map_err(state_error);
         let mut inner = self.inner.lock();
         inner.book.price_at(base_fee);
         let results: Vec<_> = recovered
@@ -230,7 +233,8 @@ impl TxPool {
             .map(|tx| {
                 tx.and_then(|tx| {
                     let sender = tx.sender;
-                    let admitted = self.admit(&mut inner, tx, state, base_fee);
+                    let permissions = permissions.clone()?;
+                    let admitted = self.admit(&mut inner, tx, state, permissions, base_fee);
                     inner.book.forget_if_empty(sender);
                     admitted
                 })
@@ -255,6 +259,7 @@ impl TxPool {
         inner: &mut Inner,
         tx: RecoveredTx,
         state: &dyn StateReader,
+        permissions: Permissions,
         base_fee: u64,
     ) -> Result<B256, PoolError> {
         let hash = tx.tx.hash();
@@ -275,6 +280,12 @@ impl TxPool {
                 fee_cap: max_fee,
                 base_fee,
             });
+        }
+        if let Some(refusal) = permissions
+            .check(state, tx.sender, envelope.to())
+            .map_err(state_error)?
+        {
+            return Err(PoolError::Forbidden(refusal));
         }
         let (state_nonce, balance) = account_of(state, tx.sender)?;
         if nonce < state_nonce {

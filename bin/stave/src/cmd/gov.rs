@@ -26,10 +26,11 @@ pub enum GovCommand {
         member: Member,
         /// What to change.
         action: ProposalAction,
-        /// Whom: an address (members), a consensus public key (validators) or a node id
-        /// (nodes), in hex; leave out for `set-threshold`.
+        /// Whom: an address (members, rights, freezing), a consensus public key
+        /// (validators) or a node id (nodes), in hex; leave out for `set-threshold` and
+        /// `set-restrictions`.
         target: Option<String>,
-        /// A new member's weight, or the new threshold.
+        /// A new member's weight, the new threshold, restrictions or rights.
         #[arg(long, default_value_t = 0)]
         value: u64,
     },
@@ -77,6 +78,15 @@ pub enum ProposalAction {
     AddNode,
     /// Remove an admitted node (target: its node id).
     RemoveNode,
+    /// Put lists in force (`--value`: 1 deployers only, 2 senders only, 3 both, 0 none).
+    SetRestrictions,
+    /// Give an account rights (target: its address; `--value`: 1 may deploy, 2 may send,
+    /// 3 both, 0 none).
+    SetRights,
+    /// Freeze an account (it may not send) or a contract (no transaction may call it).
+    Freeze,
+    /// Unfreeze an account or a contract.
+    Unfreeze,
 }
 
 impl ProposalAction {
@@ -89,6 +99,10 @@ impl ProposalAction {
             Self::RemoveValidator => Action::RemoveValidator,
             Self::AddNode => Action::AddNode,
             Self::RemoveNode => Action::RemoveNode,
+            Self::SetRestrictions => Action::SetRestrictions,
+            Self::SetRights => Action::SetRights,
+            Self::Freeze => Action::Freeze,
+            Self::Unfreeze => Action::Unfreeze,
         }
     }
 
@@ -96,12 +110,16 @@ impl ProposalAction {
     fn target(self, target: Option<&str>) -> anyhow::Result<B256> {
         let Some(target) = target else {
             return match self {
-                Self::SetThreshold => Ok(B256::ZERO),
+                Self::SetThreshold | Self::SetRestrictions => Ok(B256::ZERO),
                 _ => bail!("this action needs a target"),
             };
         };
         Ok(match self {
-            Self::AddMember | Self::RemoveMember => target
+            Self::AddMember
+            | Self::RemoveMember
+            | Self::SetRights
+            | Self::Freeze
+            | Self::Unfreeze => target
                 .parse::<Address>()
                 .with_context(|| format!("{target} is not an address"))?
                 .into_word(),
@@ -199,6 +217,8 @@ async fn show(rpc: &RpcClient) -> anyhow::Result<()> {
         "minValidators": read(rpc, IStaveGovernance::minValidatorsCall {}).await?,
         "validators": read(rpc, IStaveGovernance::getValidatorsCall {}).await?,
         "nodes": read(rpc, IStaveGovernance::getNodesCall {}).await?,
+        "restrictions": read(rpc, IStaveGovernance::restrictionsCall {}).await?,
+        "frozenCount": read(rpc, IStaveGovernance::frozenCountCall {}).await?,
         "proposals": proposals,
     });
     println!("{}", serde_json::to_string_pretty(&shown)?);

@@ -169,12 +169,19 @@ impl NodeConfig {
 
     /// A producer of `genesis` with every other setting at its default.
     fn producing(genesis: ChainSpec, dev_accounts: Vec<MnemonicAccount>) -> Self {
+        let mut rpc = RpcConfig::default();
+        // A gas-free chain (base fee 0, which stays 0: every block keeps the genesis's)
+        // suggests no tip either, so wallets send zero-priced transactions, which accounts
+        // without funds can pay. `[rpc] suggested_tip` still overrides it.
+        if genesis.base_fee() == 0 {
+            rpc.suggested_tip = 0;
+        }
         Self {
             datadir: None,
             genesis,
             dev_accounts,
             map_size: DEFAULT_MAP_SIZE,
-            rpc: RpcConfig::default(),
+            rpc,
             metrics_addr: Some(DEFAULT_METRICS_ADDR),
             block_time: DEFAULT_BLOCK_TIME,
             block_txs: DEFAULT_BLOCK_TXS,

@@ -113,6 +113,8 @@ pub fn init_testnet(dir: &Path, nodes: u16) -> Vec<PathBuf> {
         p2p_port: 1,
         block_time_ms: 200,
         epoch_length: None,
+        spare_validators: 0,
+        gas_free: false,
     };
     let members = testnet::init(dir, &layout).expect("writes a testnet");
     assert_eq!(testnet::configs(dir).expect("configs").len(), members.len());

@@ -159,6 +159,8 @@ impl Chain<'_> {
         on: ExecuteOn,
     ) -> Result<ExecutionOutcome, ImportError> {
         let header = block.header();
+        // A proposer must not slip in what the pool would refuse.
+        super::permissions::check_block(state, header.number, recovered)?;
         let outcome = self.execute(
             BlockInput::new(state, self.env(header), recovered, Mode::Validate),
             on,

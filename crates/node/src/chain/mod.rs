@@ -37,6 +37,7 @@ mod commit;
 mod execute;
 mod import;
 mod open;
+mod permissions;
 mod receive;
 mod speculative;
 mod stage;

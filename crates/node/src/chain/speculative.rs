@@ -5,7 +5,7 @@
 
 use stave_codec::{encode_block_parts, encode_transactions};
 use stave_exec::{BlockInput, Mode};
-use stave_primitives::{Block, Header, RecoveredTx};
+use stave_primitives::{Block, Header, RecoveredTx, StateReader};
 use stave_state::{Snapshot, SpeculativeLayer};
 
 use super::{
@@ -73,7 +73,7 @@ impl<'s> Chain<'s> {
 
     /// The parent header and the state a block on top of `ancestors` (speculative blocks,
     /// oldest first, the first a child of the stored head) executes on.
-    fn tip(
+    pub(super) fn tip(
         &self,
         ancestors: &[&SpeculativeBlock],
     ) -> Result<(Header, Snapshot<'_, 's>), ImportError> {
@@ -107,6 +107,20 @@ impl<'s> Chain<'s> {
         timestamp: u64,
     ) -> Result<PreparedBlock, ImportError> {
         let (parent, state) = self.tip(ancestors)?;
+        // Transactions the pool admitted before a permission changed are left out.
+        let txs = super::permissions::permitted(&state, txs)?;
+        self.prepare_over(&parent, &state, &txs, timestamp)
+    }
+
+    /// Builds a block of `txs` (those of them that execute) on `parent`, whose state is
+    /// `state`, without the permission check [`Chain::prepare_on`] makes first.
+    pub(super) fn prepare_over(
+        &self,
+        parent: &Header,
+        state: &dyn StateReader,
+        txs: &[RecoveredTx],
+        timestamp: u64,
+    ) -> Result<PreparedBlock, ImportError> {
         let mut header = Header {
             parent_hash: parent.hash_slow(),
             number: parent.number + 1,
@@ -117,7 +131,7 @@ impl<'s> Chain<'s> {
         };
         let (outcome, _) = stage("execute", header.number, || {
             self.execute(
-                BlockInput::new(&state, self.env(&header), txs, Mode::Build),
+                BlockInput::new(state, self.env(&header), txs, Mode::Build),
                 ExecuteOn::AllThreads,
             )
         });
