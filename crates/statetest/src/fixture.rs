@@ -72,7 +72,7 @@ pub struct Env {
 }
 
 /// An account of the pre-state.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PreAccount {
     /// Balance in wei.
     pub balance: U256,

@@ -14,7 +14,7 @@ use stave_exec::{BlockEnv, BlockInput, ExecutionOutcome, Mode, ParallelExecutor,
 use stave_primitives::{Header, RecoveredTx, SignedTx, TxError};
 
 use crate::{
-    fixture::{self, Case, FixtureError, Indexes, StateTest},
+    fixture::{self, Case, Env, FixtureError, Indexes, StateTest},
     skip::skip_for,
     world::World,
 };
@@ -240,18 +240,8 @@ impl Runner {
                 };
             }
         };
-        let env = &test.env;
-        let header = Header {
-            number: env.number,
-            timestamp: env.timestamp,
-            proposer: env.coinbase,
-            gas_limit: env.gas_limit,
-            base_fee_per_gas: env.base_fee,
-            ..Header::default()
-        };
-        let block_env = BlockEnv::new(FIXTURE_CHAIN_ID, &header)
-            .with_spec(spec)
-            .with_randomness(env.random, env.excess_blob_gas);
+        let header = header(&test.env);
+        let block_env = block_env(&test.env, &header, spec);
         let txs = [tx];
         let input = BlockInput::new(pre, block_env, &txs, Mode::Build);
         let run = |executor: &str, outcome: Result<ExecutionOutcome, _>| {
@@ -297,8 +287,27 @@ impl Runner {
     }
 }
 
+/// The header of the block a test's transactions run in.
+pub(crate) fn header(env: &Env) -> Header {
+    Header {
+        number: env.number,
+        timestamp: env.timestamp,
+        proposer: env.coinbase,
+        gas_limit: env.gas_limit,
+        base_fee_per_gas: env.base_fee,
+        ..Header::default()
+    }
+}
+
+/// The environment of block `header` of a test of environment `env`, under `spec`.
+pub(crate) fn block_env<'a>(env: &Env, header: &'a Header, spec: SpecId) -> BlockEnv<'a> {
+    BlockEnv::new(FIXTURE_CHAIN_ID, header)
+        .with_spec(spec)
+        .with_randomness(env.random, env.excess_blob_gas)
+}
+
 /// keccak-256 of the RLP list of `logs`: the fixtures' `logs`.
-fn logs_hash(logs: &[Log]) -> B256 {
+pub(crate) fn logs_hash(logs: &[Log]) -> B256 {
     let mut out = Vec::new();
     alloy_rlp::encode_list(logs, &mut out);
     keccak256(out)
@@ -318,7 +327,7 @@ fn check(root: B256, logs_hash: B256, case: &Case) -> Result<(), String> {
 /// The case's transaction with its sender, or why the chain refuses it before execution.
 /// The intrinsic gas is left to revm, which applies the case's fork's rule (the chain's
 /// own check applies Prague's EIP-7623 floor).
-fn transaction(case: &Case) -> Result<RecoveredTx, TxError> {
+pub(crate) fn transaction(case: &Case) -> Result<RecoveredTx, TxError> {
     let tx = SignedTx::decode(&case.tx)?;
     match tx.check_stateless(Some(FIXTURE_CHAIN_ID)) {
         Ok(()) | Err(TxError::IntrinsicGasTooLow { .. }) => {}

@@ -14,13 +14,13 @@ use stave_primitives::{AccountState, StateDiff, StateError, StateReader};
 use crate::fixture::PreAccount;
 
 /// Every account with its storage, and every code by hash.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct World {
     accounts: BTreeMap<Address, Account>,
     codes: HashMap<B256, Bytes>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Account {
     info: AccountState,
     /// Non-zero slots only.
@@ -80,6 +80,41 @@ impl World {
         }
         self.codes
             .extend(diff.codes.iter().map(|(hash, code)| (*hash, code.clone())));
+    }
+
+    /// Moves the account at `from`, with its storage, to `to`: false, and nothing moved,
+    /// when `to` already holds an account. A packed case runs on addresses of its own
+    /// (`crate::pack`); its state is moved back to the fixture's addresses to be checked.
+    pub fn relocate(&mut self, from: Address, to: Address) -> bool {
+        if self.accounts.contains_key(&to) {
+            return false;
+        }
+        if let Some(account) = self.accounts.remove(&from) {
+            self.accounts.insert(to, account);
+        }
+        true
+    }
+
+    /// Removes the account at `address`: the coinbase, whose balance a pack of
+    /// transactions changes by every fee, is left out when a pack is compared with its
+    /// transactions run alone.
+    pub fn remove(&mut self, address: Address) {
+        self.accounts.remove(&address);
+    }
+
+    /// The addresses whose accounts (balance, nonce, code hash or storage) differ
+    /// between `self` and `other`, or that only one of them holds.
+    pub fn differing_accounts(&self, other: &World) -> Vec<Address> {
+        let mut addresses: Vec<Address> = self
+            .accounts
+            .keys()
+            .chain(other.accounts.keys())
+            .filter(|address| self.accounts.get(*address) != other.accounts.get(*address))
+            .copied()
+            .collect();
+        addresses.sort_unstable();
+        addresses.dedup();
+        addresses
     }
 
     /// The Ethereum state root: the Merkle-Patricia trie of the accounts by the hash of
