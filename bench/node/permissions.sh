@@ -12,6 +12,9 @@ ROUNDS="${ROUNDS:-3}"; TXS="${TXS:-100000}"; ACCOUNTS="${ACCOUNTS:-200}"
 "$STAVE" genesis new --accounts 1000 --committee 1 --out "$WORK/open.json" 2>/dev/null
 "$STAVE" genesis new --accounts 1000 --committee 1 --restrict-senders --out "$WORK/listed.json" 2>/dev/null
 
+# `stave genesis new` funds Stave's deterministic dev accounts: the first one funds the load.
+FUNDER=$("$STAVE" keys show --dev --index 0 | python3 -c 'import sys,json; print(json.load(sys.stdin)["private_key"])')
+
 # tps GENESIS: a fresh dev node on it, loaded; the included TPS.
 tps() {
   local dir="$WORK/node-$RANDOM"
@@ -22,7 +25,8 @@ tps() {
   local pid=$!
   PIDS+=("$pid")
   wait_for "$RPC0"
-  load "$RPC0" "$ACCOUNTS" "$TXS" max | python3 -c 'import sys,json; print(json.load(sys.stdin)["included_tps"])'
+  "$STAVE" load --rpc "http://127.0.0.1:$RPC0" --key "$FUNDER" --accounts "$ACCOUNTS" --txs "$TXS" \
+    --rate max --json 2>/dev/null | tail -1 | python3 -c 'import sys,json; print(json.load(sys.stdin)["included_tps"])'
   kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
   rm -rf "$dir"
 }

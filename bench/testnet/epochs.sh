@@ -30,10 +30,11 @@ if [ "$CHANGE" = 1 ]; then
     gov vote "$id" --key "${MEMBERS[1]}" > /dev/null
     gov vote "$id" --key "${MEMBERS[2]}" | python3 -c 'import sys,json; b=json.load(sys.stdin)["block"]; print(b if isinstance(b, int) else int(b, 0))' > "$WORK/changed_at"
   ) &
+  change=$!
 fi
 report="$("$STAVE" load --rpc "http://127.0.0.1:$RPC0" --accounts 200 --rate "$RATE" \
   --duration "$DURATION" --json 2>/dev/null | tail -1)"
-wait
+[ "$CHANGE" = 1 ] && wait "$change"
 [ -s "$WORK/changed_at" ] && changed_at=$(cat "$WORK/changed_at")
 python3 - "$WORK/tn/node0/node.log" "$LENGTH" "$report" "$changed_at" <<'PY'
 import datetime, json, re, sys

@@ -12,7 +12,7 @@ use stave_primitives::{ChainSpec, ChainSpecError, StateError, StateReader};
 
 mod permissions;
 
-pub use permissions::{Permissions, Refusal};
+pub use permissions::{Checker, Permissions, Refusal};
 
 /// Where the contract lives on every Stave chain that has governance.
 pub const GOVERNANCE_ADDRESS: Address = address!("0000000000000000000000000000000000001000");

@@ -11,6 +11,8 @@
 //! [`RESTRICT_SEND`] in force only accounts with [`MAY_SEND`] may send; with
 //! [`RESTRICT_DEPLOY`] in force only accounts with [`MAY_DEPLOY`] may create contracts.
 
+use std::collections::HashMap;
+
 use alloy_primitives::{Address, KECCAK256_EMPTY, U256};
 use stave_primitives::{StateError, StateReader};
 
@@ -72,12 +74,6 @@ impl Permissions {
         })
     }
 
-    /// Whether `check` can refuse anything but a non-member's transaction to the
-    /// contract: a block or pool may skip the per-sender reads when it cannot.
-    pub fn restricts_anyone(&self) -> bool {
-        self.restrictions != 0 || self.any_frozen
-    }
-
     /// Checks a transaction from `sender` to `to` (`None`: a contract creation) against
     /// these permissions, reading the per-account entries it needs from `state` (the
     /// state these permissions were read from). `Ok(Some(refusal))` names the rule it
@@ -88,15 +84,20 @@ impl Permissions {
         sender: Address,
         to: Option<Address>,
     ) -> Result<Option<Refusal>, StateError> {
+        self.check_with(sender, to, |n, account| read_entry(state, n, account))
+    }
+
+    /// [`Permissions::check`] with the per-account entries (mapping slot `n` of an
+    /// account) read by `entry`.
+    fn check_with(
+        &self,
+        sender: Address,
+        to: Option<Address>,
+        mut entry: impl FnMut(u64, Address) -> Result<U256, StateError>,
+    ) -> Result<Option<Refusal>, StateError> {
         if !self.installed {
             return Ok(None);
         }
-        let entry = |n: u64, account: Address| {
-            state.storage(
-                GOVERNANCE_ADDRESS,
-                U256::from_be_bytes(mapping(account.into_word(), n).0),
-            )
-        };
         if to == Some(GOVERNANCE_ADDRESS) {
             return Ok(entry(slot::WEIGHT_OF, sender)?
                 .is_zero()
@@ -127,6 +128,55 @@ impl Permissions {
     }
 }
 
+/// Mapping slot `n`'s entry for `account` in `state`.
+fn read_entry(state: &dyn StateReader, n: u64, account: Address) -> Result<U256, StateError> {
+    state.storage(
+        GOVERNANCE_ADDRESS,
+        U256::from_be_bytes(mapping(account.into_word(), n).0),
+    )
+}
+
+/// Checks many transactions against the permissions of one state, reading each
+/// account's entries once: a block's or a batch's senders repeat, and the reads are most
+/// of what a check costs.
+pub struct Checker<'s> {
+    permissions: Permissions,
+    state: &'s dyn StateReader,
+    entries: HashMap<(u64, Address), U256>,
+}
+
+impl<'s> Checker<'s> {
+    /// A checker of the permissions in `state` ([`Permissions::read`]).
+    pub fn new(state: &'s dyn StateReader) -> Result<Self, StateError> {
+        Ok(Self {
+            permissions: Permissions::read(state)?,
+            state,
+            entries: HashMap::new(),
+        })
+    }
+
+    /// [`Permissions::check`] of a transaction from `sender` to `to`.
+    pub fn check(
+        &mut self,
+        sender: Address,
+        to: Option<Address>,
+    ) -> Result<Option<Refusal>, StateError> {
+        let Self {
+            permissions,
+            state,
+            entries,
+        } = self;
+        permissions.check_with(sender, to, |n, account| {
+            if let Some(value) = entries.get(&(n, account)) {
+                return Ok(*value);
+            }
+            let value = read_entry(*state, n, account)?;
+            entries.insert((n, account), value);
+            Ok(value)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use alloy_primitives::B256;
@@ -149,17 +199,23 @@ mod tests {
         MemoryState::from_genesis(&spec)
     }
 
+    /// What [`Permissions::check`] says, which a [`Checker`] must say too (twice: the
+    /// second time from its cache).
     fn check(state: &MemoryState, sender: Address, to: Option<Address>) -> Option<Refusal> {
-        Permissions::read(state)
+        let said = Permissions::read(state)
             .expect("reads")
             .check(state, sender, to)
-            .expect("reads")
+            .expect("reads");
+        let mut checker = Checker::new(state).expect("reads");
+        for _ in 0..2 {
+            assert_eq!(checker.check(sender, to).expect("reads"), said);
+        }
+        said
     }
 
     #[test]
     fn an_open_chain_refuses_only_outsiders_calling_the_contract() {
         let open = state(0, &[], &[]);
-        assert!(!Permissions::read(&open).expect("reads").restricts_anyone());
         assert_eq!(check(&open, OTHER, Some(CONTRACT)), None);
         assert_eq!(check(&open, OTHER, None), None);
         assert_eq!(check(&open, MEMBER, Some(GOVERNANCE_ADDRESS)), None);

@@ -12,7 +12,7 @@ use alloy_consensus::Transaction as _;
 use alloy_primitives::{Address, B256, U256};
 use parking_lot::Mutex;
 use rayon::prelude::*;
-use stave_governance::Permissions;
+use stave_governance::Checker;
 use stave_primitives::{RecoveredTx, SignedTx, StateReader};
 use stave_verify::SenderCache;
 
@@ -224,8 +224,9 @@ impl TxPool {
         state: &dyn StateReader,
         base_fee: u64,
     ) -> Vec<Result<B256, PoolError>> {
-        // Read once for the batch: the per-sender entries only where a rule is in force.
-        let permissions = Permissions::read(state).map_err(state_error);
+        // Read once for the batch: each sender's entries once, and only where a rule is
+        // in force.
+        let mut checker = Checker::new(state).map_err(state_error);
         let mut inner = self.inner.lock();
         inner.book.price_at(base_fee);
         let results: Vec<_> = recovered
@@ -233,8 +234,8 @@ impl TxPool {
             .map(|tx| {
                 tx.and_then(|tx| {
                     let sender = tx.sender;
-                    let permissions = permissions.clone()?;
-                    let admitted = self.admit(&mut inner, tx, state, permissions, base_fee);
+                    let checker = checker.as_mut().map_err(|error| error.clone())?;
+                    let admitted = self.admit(&mut inner, tx, state, checker, base_fee);
                     inner.book.forget_if_empty(sender);
                     admitted
                 })
@@ -259,7 +260,7 @@ impl TxPool {
         inner: &mut Inner,
         tx: RecoveredTx,
         state: &dyn StateReader,
-        permissions: Permissions,
+        permissions: &mut Checker<'_>,
         base_fee: u64,
     ) -> Result<B256, PoolError> {
         let hash = tx.tx.hash();
@@ -282,7 +283,7 @@ impl TxPool {
             });
         }
         if let Some(refusal) = permissions
-            .check(state, tx.sender, envelope.to())
+            .check(tx.sender, envelope.to())
             .map_err(state_error)?
         {
             return Err(PoolError::Forbidden(refusal));

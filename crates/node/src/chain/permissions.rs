@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use alloy_consensus::Transaction as _;
-use stave_governance::Permissions;
+use stave_governance::Checker;
 use stave_primitives::{RecoveredTx, StateError, StateReader};
 
 use crate::error::ImportError;
@@ -18,13 +18,10 @@ pub(super) fn check_block(
     number: u64,
     txs: &[RecoveredTx],
 ) -> Result<(), ImportError> {
-    let permissions = Permissions::read(state).map_err(state_error)?;
+    let mut checker = Checker::new(state).map_err(state_error)?;
     for (index, tx) in txs.iter().enumerate() {
         let to = tx.tx.envelope().to();
-        if let Some(refusal) = permissions
-            .check(state, tx.sender, to)
-            .map_err(state_error)?
-        {
+        if let Some(refusal) = checker.check(tx.sender, to).map_err(state_error)? {
             return Err(ImportError::Forbidden {
                 number,
                 index,
@@ -40,13 +37,11 @@ pub(super) fn permitted<'t>(
     state: &dyn StateReader,
     txs: &'t [RecoveredTx],
 ) -> Result<Cow<'t, [RecoveredTx]>, ImportError> {
-    let permissions = Permissions::read(state).map_err(state_error)?;
+    let mut checker = Checker::new(state).map_err(state_error)?;
     let mut kept: Option<Vec<RecoveredTx>> = None;
     for (index, tx) in txs.iter().enumerate() {
         let to = tx.tx.envelope().to();
-        let refused = permissions
-            .check(state, tx.sender, to)
-            .map_err(state_error)?;
+        let refused = checker.check(tx.sender, to).map_err(state_error)?;
         match (refused, &mut kept) {
             (Some(refusal), None) => {
                 tracing::debug!(tx = %tx.tx.hash(), %refusal, "left out of the block");
