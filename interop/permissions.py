@@ -3,7 +3,7 @@ accounts (`stave genesis new --committee 1 --restrict-deployers`), none permitte
 deployment is refused when sent, the error naming the rule; a transfer still goes
 through.
 
-Usage: python permissions.py <rpc port> <path to StaveToken.bin>
+Usage: python permissions.py <rpc port> <path to StaveToken.bin> <a funded account's key>
 """
 
 import sys
@@ -12,11 +12,9 @@ from eth_account import Account
 from web3 import Web3
 from web3.exceptions import Web3RPCError
 
-port, bin_path = sys.argv[1], sys.argv[2]
+port, bin_path, key = sys.argv[1], sys.argv[2], sys.argv[3]
 w3 = Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}"))
-Account.enable_unaudited_hdwallet_features()
-MNEMONIC = "test test test test test test test test test test test junk"
-bob = Account.from_mnemonic(MNEMONIC, account_path="m/44'/60'/0'/0/1")
+bob = Account.from_key(key)
 assert w3.eth.chain_id == 1337
 
 

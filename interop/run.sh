@@ -31,11 +31,15 @@ log="$datadir/node.log"
     --metrics-addr "127.0.0.1:$((port + 1))" --block-time-ms 200 >"$log" 2>&1 &
 node_pid=$!
 trap 'kill $node_pid 2>/dev/null || true; wait $node_pid 2>/dev/null || true; rm -rf "$datadir"' EXIT
-for _ in $(seq 100); do
-    grep -q 'JSON-RPC on' "$log" && break
-    kill -0 $node_pid || { cat "$log"; exit 1; }
-    sleep 0.1
-done
+# up LOG PID: waits until the node writing LOG says it serves JSON-RPC.
+up() {
+    for _ in $(seq 100); do
+        grep -q 'JSON-RPC on' "$1" && return 0
+        kill -0 "$2" || { cat "$1"; exit 1; }
+        sleep 0.1
+    done
+}
+up "$log" $node_pid
 token="$here/../contracts/StaveToken.bin"
 node "$here/ethers.mjs" "$ethers_modules" "$port" "$token"
 node "$here/viem.cjs" "$viem_modules" "$port" "$token"
@@ -49,12 +53,10 @@ printf 'genesis = "genesis.json"\ndatadir = "data"\nrpc_addr = "127.0.0.1:%s"\nm
 "$stave" node --config "$restricted/node.toml" >"$restricted/node.log" 2>&1 &
 restricted_pid=$!
 trap 'kill $node_pid $restricted_pid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$datadir"' EXIT
-for _ in $(seq 100); do
-    grep -q 'JSON-RPC on' "$restricted/node.log" && break
-    kill -0 $restricted_pid || { cat "$restricted/node.log"; exit 1; }
-    sleep 0.1
-done
-"$web3py_venv/bin/python" "$here/permissions.py" "$((port + 2))" "$token"
+up "$restricted/node.log" $restricted_pid
+# `stave genesis new` funds Stave's deterministic dev accounts: the script sends as one.
+key="$("$stave" keys show --dev --index 1 | python3 -c 'import sys,json; print(json.load(sys.stdin)["private_key"])')"
+"$web3py_venv/bin/python" "$here/permissions.py" "$((port + 2))" "$token" "$key"
 kill -TERM $restricted_pid
 wait $restricted_pid
 # Metrics are served while the node runs.

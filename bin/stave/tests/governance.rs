@@ -17,7 +17,7 @@ use stave_governance::{
 };
 use stave_primitives::{ChainSpec, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder};
-use support::{JsonRpc, Node, free_port, wait_for};
+use support::{JsonRpc, Node, wait_for};
 
 const CHAIN_ID: u64 = 1337;
 
@@ -30,20 +30,7 @@ fn node_with_governance(dir: &std::path::Path) -> (Node, GovernanceGenesis) {
     let spec = governance
         .install(ChainSpec::dev(CHAIN_ID, 4))
         .expect("a valid genesis");
-    std::fs::write(dir.join("genesis.json"), spec.to_json()).expect("writes");
-    let (port, metrics) = (free_port(), free_port());
-    std::fs::write(
-        dir.join("node.toml"),
-        format!(
-            "genesis = \"genesis.json\"\ndatadir = \"data\"\nblock_time_ms = 100\nrpc_addr = \"127.0.0.1:{port}\"\nmetrics_addr = \"127.0.0.1:{metrics}\"\n"
-        ),
-    )
-    .expect("writes");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
-    command
-        .args(["node", "--config"])
-        .arg(dir.join("node.toml"));
-    (Node::launch(command, port, metrics), governance)
+    (Node::with_genesis(dir, &spec.to_json()), governance)
 }
 
 /// `eth_call` of `call` on the contract: the decoded return value.
@@ -119,6 +106,10 @@ fn the_genesis_state_is_what_the_contract_reads_and_members_change_it_by_vote() 
         read(&node, IStaveGovernance::getValidatorsCall {}),
         governance.validators
     );
+    // `stave_admitted` reads the same from the contract's storage.
+    let admitted = node.result("stave_admitted", json!(["latest"]));
+    assert_eq!(admitted["validators"], json!(governance.validators));
+    assert_eq!(admitted["nodes"], json!([]));
 
     // A fifth validator: proposed by member 0 (its vote counts), applied by member 1's.
     let key = B256::repeat_byte(5);
@@ -320,6 +311,18 @@ fn permissions_voted_on_chain_refuse_transactions_at_admission_naming_the_rule()
     // Deployment restricted (`SetRestrictions` 1): the outsider may not deploy, until
     // `SetRights` 1 lets it.
     decide(&node, 0, 0, Action::SetRestrictions, B256::ZERO, 1);
+    let rule = |to: Option<Address>| {
+        node.result(
+            "stave_checkPermission",
+            json!([outsider_address, to, "latest"]),
+        )
+    };
+    assert!(
+        rule(None)
+            .as_str()
+            .is_some_and(|rule| rule.contains("may not deploy"))
+    );
+    assert_eq!(rule(Some(Address::repeat_byte(7))), Value::Null);
     let init_code = [0x60, 0x00, 0x60, 0x00, 0xf3]; // returns empty code
     let refused = error(submit(&node, outsider, 0, None, &init_code));
     assert!(refused.contains("may not deploy contracts"), "{refused}");

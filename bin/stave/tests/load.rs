@@ -126,24 +126,7 @@ fn an_unreachable_node_or_another_chain_is_a_one_line_error() {
 fn a_gas_free_chain_takes_zero_priced_transactions_from_accounts_without_funds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (spec, _) = stave_primitives::dev::dev_chain().expect("the dev chain");
-    std::fs::write(
-        dir.path().join("genesis.json"),
-        spec.with_base_fee(0).to_json(),
-    )
-    .expect("writes");
-    let (port, metrics) = (free_port(), free_port());
-    std::fs::write(
-        dir.path().join("node.toml"),
-        format!(
-            "genesis = \"genesis.json\"\ndatadir = \"data\"\nblock_time_ms = 100\nrpc_addr = \"127.0.0.1:{port}\"\nmetrics_addr = \"127.0.0.1:{metrics}\"\n"
-        ),
-    )
-    .expect("writes");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
-    command
-        .args(["node", "--config"])
-        .arg(dir.path().join("node.toml"));
-    let node = Node::launch(command, port, metrics);
+    let node = Node::with_genesis(dir.path(), &spec.with_base_fee(0).to_json());
     assert_eq!(node.result("eth_gasPrice", serde_json::json!([])), "0x0");
     assert_eq!(
         node.result("eth_maxPriorityFeePerGas", serde_json::json!([])),

@@ -3,7 +3,8 @@
 //!
 //! Methods live by namespace and area, each area a jsonrpsee trait with its
 //! implementation in one file: [`eth`] (state, blocks, transactions, call, fees, filters,
-//! subscriptions), [`net`] (`web3_*`, `net_*` and the node's own `eth_*`) and [`txpool`].
+//! subscriptions), [`net`] (`web3_*`, `net_*` and the node's own `eth_*`), [`txpool`] and
+//! [`stave`] (the governance contract's admissions and permissions as nodes read them).
 //! They read through [`stave_node::ChainView`] (state at the head or at any of the last
 //! 128 blocks) and [`stave_storage::read`], and submit to [`stave_txpool::TxPool`].
 //! Responses use `alloy-rpc-types-eth`'s types ([`convert`]); errors carry go-ethereum's
@@ -26,6 +27,7 @@ mod limits;
 pub mod net;
 mod rpc;
 mod server;
+pub mod stave;
 pub mod txpool;
 mod workers;
 

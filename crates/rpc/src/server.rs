@@ -24,6 +24,7 @@ use crate::{
     },
     net::NetApiServer,
     rpc::Rpc,
+    stave::StaveApiServer,
     txpool::TxpoolApiServer,
 };
 
@@ -111,7 +112,7 @@ impl Drop for RpcServer {
 pub fn methods(ctx: NodeContext) -> Result<RpcModule<()>, RpcError> {
     let rpc = Rpc::new(ctx)?;
     // One module per namespace file; a method name served twice is an error here.
-    let namespaces: [Methods; 9] = [
+    let namespaces: [Methods; 10] = [
         NetApiServer::into_rpc(rpc.clone()).into(),
         EthStateApiServer::into_rpc(rpc.clone()).into(),
         EthBlocksApiServer::into_rpc(rpc.clone()).into(),
@@ -120,7 +121,8 @@ pub fn methods(ctx: NodeContext) -> Result<RpcModule<()>, RpcError> {
         EthFeesApiServer::into_rpc(rpc.clone()).into(),
         EthFiltersApiServer::into_rpc(rpc.clone()).into(),
         EthPubSubApiServer::into_rpc(rpc.clone()).into(),
-        TxpoolApiServer::into_rpc(rpc).into(),
+        TxpoolApiServer::into_rpc(rpc.clone()).into(),
+        StaveApiServer::into_rpc(rpc).into(),
     ];
     let mut module = RpcModule::new(());
     for methods in namespaces {

@@ -44,6 +44,26 @@ impl Node {
         Self::launch(command, port, metrics_port)
     }
 
+    /// Starts `stave node --config` on a chain whose genesis is `genesis` (the JSON
+    /// `ChainSpec::to_json` writes), blocks every 100 ms, its files in `dir`, on free
+    /// ports; waits until it answers JSON-RPC.
+    pub fn with_genesis(dir: &Path, genesis: &str) -> Self {
+        std::fs::write(dir.join("genesis.json"), genesis).expect("writes the genesis");
+        let (port, metrics) = (free_port(), free_port());
+        std::fs::write(
+            dir.join("node.toml"),
+            format!(
+                "genesis = \"genesis.json\"\ndatadir = \"data\"\nblock_time_ms = 100\nrpc_addr = \"127.0.0.1:{port}\"\nmetrics_addr = \"127.0.0.1:{metrics}\"\n"
+            ),
+        )
+        .expect("writes the config");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
+        command
+            .args(["node", "--config"])
+            .arg(dir.join("node.toml"));
+        Self::launch(command, port, metrics)
+    }
+
     /// The command [`Node::start`] runs, with the ports it serves JSON-RPC and metrics on.
     pub fn dev_command(datadir: &Path) -> (Command, u16, u16) {
         let (port, metrics_port) = (free_port(), free_port());
