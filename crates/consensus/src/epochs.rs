@@ -28,7 +28,7 @@ use commonware_p2p::{
     utils::mux::{self, Builder as _, MuxHandle, Muxer, SubReceiver, SubSender},
 };
 use commonware_runtime::{Handle, Storage as _, Supervisor as _, tokio};
-use commonware_utils::vec::NonEmptyVec;
+use commonware_utils::{ordered::Set, vec::NonEmptyVec};
 use stave_node::ChainView;
 use stave_primitives::B256;
 use std::{
@@ -160,11 +160,7 @@ impl<'s> EpochWatch<'s> {
         let epocher = FixedEpocher::new(length);
         let (head, _) = view.head().map_err(EpochError::Read)?;
         let epoch = epoch_after(&epocher, head);
-        // Epoch 0 starts on the genesis, every other on the last block of the one before.
-        let last = epoch
-            .previous()
-            .and_then(|previous| epocher.last(previous))
-            .map_or(0, Height::get);
+        let last = floor_height(&epocher, epoch);
         let floor = view
             .hash_at(last)
             .map_err(EpochError::Read)?
@@ -172,11 +168,7 @@ impl<'s> EpochWatch<'s> {
         // The epoch before too: marshal checks its certificates when a restarted node's
         // floor is the last block of it.
         if let Some(previous) = epoch.previous() {
-            let before = previous
-                .previous()
-                .and_then(|earlier| epocher.last(earlier))
-                .map_or(0, Height::get);
-            sets.enter(&view, previous, before)?;
+            sets.enter(&view, previous, floor_height(&epocher, previous))?;
         }
         sets.enter(&view, epoch, last)?;
         let (starts, receiver) = watch::channel(EpochStart { epoch, floor });
@@ -235,6 +227,15 @@ pub(crate) fn partition(epoch: Epoch) -> String {
         0 => "stave-simplex".to_string(),
         n => format!("stave-simplex-{n}"),
     }
+}
+
+/// The height of the block `epoch`'s engine starts on: the last of the epoch before, the
+/// genesis for epoch 0.
+fn floor_height(epocher: &FixedEpocher, epoch: Epoch) -> u64 {
+    epoch
+        .previous()
+        .and_then(|previous| epocher.last(previous))
+        .map_or(0, Height::get)
 }
 
 /// The epoch a node whose chain has committed up to `head` votes in: the one holding the
@@ -411,14 +412,12 @@ fn fetch_floor(
     me: &ed25519::PublicKey,
     epoch: Epoch,
 ) {
-    let Some(previous) = epoch.previous() else {
-        return;
-    };
-    let (Some(last), Some(set)) = (epocher.last(previous), sets.get(previous)) else {
+    let Some(set) = epoch.previous().and_then(|previous| sets.get(previous)) else {
         return;
     };
     let peers: Vec<ed25519::PublicKey> = set.iter().filter(|key| *key != me).cloned().collect();
     if !peers.is_empty() {
+        let last = Height::new(floor_height(epocher, epoch));
         marshal.hint_finalized(last, NonEmptyVec::from_unchecked(peers));
     }
 }
@@ -426,19 +425,14 @@ fn fetch_floor(
 /// Makes the consensus network take messages from the validators of `epoch` and of the
 /// epoch before it (whose late votes and requests still come).
 fn admit(net: &ConsensusNet, sets: &ValidatorSets, epoch: Epoch) {
-    let mut keys: Vec<ed25519::PublicKey> = sets
-        .get(epoch)
-        .map(|set| set.iter().cloned().collect())
-        .unwrap_or_default();
-    if let Some(before) = epoch.previous().and_then(|previous| sets.get(previous)) {
-        keys.extend(
-            before
-                .iter()
-                .filter(|key| !keys.contains(key))
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
-    }
+    let current = sets.get(epoch);
+    let before = epoch.previous().and_then(|previous| sets.get(previous));
+    let both = current.iter().chain(before.iter());
+    let keys: Vec<ed25519::PublicKey> =
+        Set::from_iter_dedup(both.flat_map(|set| set.iter().cloned()))
+            .iter()
+            .cloned()
+            .collect();
     if let Err(error) = net.set_validators(&keys) {
         // `keys` holds each key once, which is all the network checks.
         tracing::error!(%error, "the consensus network kept its validators");

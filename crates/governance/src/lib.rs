@@ -12,7 +12,7 @@ use stave_primitives::{ChainSpec, ChainSpecError, StateError, StateReader};
 
 mod permissions;
 
-pub use permissions::{Checker, Permissions, Refusal};
+pub use permissions::{Checker, Refusal};
 
 /// Where the contract lives on every Stave chain that has governance.
 pub const GOVERNANCE_ADDRESS: Address = address!("0000000000000000000000000000000000001000");
@@ -302,8 +302,8 @@ pub enum InstallError {
 pub const MAX_LISTED: u64 = 4_096;
 
 /// Who the contract admits in some state: the validators' consensus keys and the other
-/// nodes' P2P ids, in the contract's order.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// nodes' P2P ids, in the contract's order (`stave_admitted` answers it as it is).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Admitted {
     /// The validators' ed25519 consensus public keys.
     pub validators: Vec<B256>,

@@ -17,7 +17,7 @@ use alloy_primitives::{Address, KECCAK256_EMPTY, U256};
 use stave_primitives::{StateError, StateReader};
 
 use crate::{
-    GOVERNANCE_ADDRESS, MAY_DEPLOY, MAY_SEND, RESTRICT_DEPLOY, RESTRICT_SEND, at, mapping, slot,
+    GOVERNANCE_ADDRESS, MAY_DEPLOY, MAY_SEND, RESTRICT_DEPLOY, RESTRICT_SEND, mapping, slot,
 };
 
 /// Why a transaction is refused: the rule it breaks.
@@ -46,7 +46,7 @@ pub enum Refusal {
 
 /// The permissions in force in one state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Permissions {
+struct Permissions {
     /// Whether the chain has the contract at all.
     installed: bool,
     /// `restrictions`: [`RESTRICT_DEPLOY`] and [`RESTRICT_SEND`].
@@ -58,14 +58,14 @@ pub struct Permissions {
 impl Permissions {
     /// The permissions in `state`: one account read and, with the contract, two storage
     /// reads; what [`Permissions::check`] then reads per transaction depends on them.
-    pub fn read(state: &dyn StateReader) -> Result<Self, StateError> {
+    fn read(state: &dyn StateReader) -> Result<Self, StateError> {
         let installed = state
             .account(GOVERNANCE_ADDRESS)?
             .is_some_and(|account| account.code_hash != KECCAK256_EMPTY);
         if !installed {
             return Ok(Self::default());
         }
-        let word = |n: u64| state.storage(GOVERNANCE_ADDRESS, U256::from_be_bytes(at(n).0));
+        let word = |n: u64| state.storage(GOVERNANCE_ADDRESS, U256::from(n));
         let restrictions = word(slot::RESTRICTIONS)?;
         Ok(Self {
             installed,
@@ -75,21 +75,9 @@ impl Permissions {
     }
 
     /// Checks a transaction from `sender` to `to` (`None`: a contract creation) against
-    /// these permissions, reading the per-account entries it needs from `state` (the
-    /// state these permissions were read from). `Ok(Some(refusal))` names the rule it
-    /// breaks.
-    pub fn check(
-        &self,
-        state: &dyn StateReader,
-        sender: Address,
-        to: Option<Address>,
-    ) -> Result<Option<Refusal>, StateError> {
-        self.check_with(sender, to, |n, account| read_entry(state, n, account))
-    }
-
-    /// [`Permissions::check`] with the per-account entries (mapping slot `n` of an
-    /// account) read by `entry`.
-    fn check_with(
+    /// these permissions, the per-account entries it needs (mapping slot `n` of an
+    /// account) read by `entry`. `Ok(Some(refusal))` names the rule it breaks.
+    fn check(
         &self,
         sender: Address,
         to: Option<Address>,
@@ -146,7 +134,8 @@ pub struct Checker<'s> {
 }
 
 impl<'s> Checker<'s> {
-    /// A checker of the permissions in `state` ([`Permissions::read`]).
+    /// A checker of the permissions in force in `state` (the contract's `restrictions`
+    /// and `frozenCount`, read now).
     pub fn new(state: &'s dyn StateReader) -> Result<Self, StateError> {
         Ok(Self {
             permissions: Permissions::read(state)?,
@@ -155,7 +144,8 @@ impl<'s> Checker<'s> {
         })
     }
 
-    /// [`Permissions::check`] of a transaction from `sender` to `to`.
+    /// Checks a transaction from `sender` to `to` (`None`: a contract creation).
+    /// `Ok(Some(refusal))` names the rule it breaks.
     pub fn check(
         &mut self,
         sender: Address,
@@ -166,7 +156,7 @@ impl<'s> Checker<'s> {
             state,
             entries,
         } = self;
-        permissions.check_with(sender, to, |n, account| {
+        permissions.check(sender, to, |n, account| {
             if let Some(value) = entries.get(&(n, account)) {
                 return Ok(*value);
             }
@@ -199,17 +189,11 @@ mod tests {
         MemoryState::from_genesis(&spec)
     }
 
-    /// What [`Permissions::check`] says, which a [`Checker`] must say too (twice: the
-    /// second time from its cache).
+    /// What a [`Checker`] says, which it must say again from its cache.
     fn check(state: &MemoryState, sender: Address, to: Option<Address>) -> Option<Refusal> {
-        let said = Permissions::read(state)
-            .expect("reads")
-            .check(state, sender, to)
-            .expect("reads");
         let mut checker = Checker::new(state).expect("reads");
-        for _ in 0..2 {
-            assert_eq!(checker.check(sender, to).expect("reads"), said);
-        }
+        let said = checker.check(sender, to).expect("reads");
+        assert_eq!(checker.check(sender, to).expect("reads"), said);
         said
     }
 

@@ -95,12 +95,12 @@ fn refresh(
 /// node's epoch; `None` on a chain without the contract (or if the state cannot be read,
 /// which is logged: the list in force stays).
 fn governed(view: &ChainView<'static>, epochs: Option<&EpochSets>) -> Option<HashSet<NodeId>> {
-    let admitted = match view.with_state(None, |state, _| stave_governance::admitted(state)) {
-        Ok(Ok(admitted)) => admitted?,
-        Ok(Err(error)) => {
-            tracing::error!(%error, "reading the governance contract's allow-list");
-            return None;
-        }
+    let read = match view.with_state(None, |state, _| stave_governance::admitted(state)) {
+        Ok(read) => read.map_err(|error| error.to_string()),
+        Err(error) => Err(error.to_string()),
+    };
+    let admitted = match read {
+        Ok(admitted) => admitted?,
         Err(error) => {
             tracing::error!(%error, "reading the governance contract's allow-list");
             return None;

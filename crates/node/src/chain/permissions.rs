@@ -1,4 +1,4 @@
-//! The governance contract's transaction permissions (`stave_governance::Permissions`)
+//! The governance contract's transaction permissions (`stave_governance::Checker`)
 //! in the block path: a block being built leaves out the transactions they refuse (a pool
 //! may hold some admitted before a rule changed), and a received block that carries one is
 //! invalid. Both read the state after the parent, as admission to the pool does.
@@ -6,8 +6,8 @@
 use std::borrow::Cow;
 
 use alloy_consensus::Transaction as _;
-use stave_governance::Checker;
-use stave_primitives::{RecoveredTx, StateError, StateReader};
+use stave_governance::{Checker, Refusal};
+use stave_primitives::{RecoveredTx, StateReader};
 
 use crate::error::ImportError;
 
@@ -18,10 +18,9 @@ pub(super) fn check_block(
     number: u64,
     txs: &[RecoveredTx],
 ) -> Result<(), ImportError> {
-    let mut checker = Checker::new(state).map_err(state_error)?;
+    let mut checker = Checker::new(state).map_err(ImportError::Permissions)?;
     for (index, tx) in txs.iter().enumerate() {
-        let to = tx.tx.envelope().to();
-        if let Some(refusal) = checker.check(tx.sender, to).map_err(state_error)? {
+        if let Some(refusal) = refusal(&mut checker, tx)? {
             return Err(ImportError::Forbidden {
                 number,
                 index,
@@ -37,28 +36,30 @@ pub(super) fn permitted<'t>(
     state: &dyn StateReader,
     txs: &'t [RecoveredTx],
 ) -> Result<Cow<'t, [RecoveredTx]>, ImportError> {
-    let mut checker = Checker::new(state).map_err(state_error)?;
+    let mut checker = Checker::new(state).map_err(ImportError::Permissions)?;
+    // Copied only from the first refused transaction on.
     let mut kept: Option<Vec<RecoveredTx>> = None;
     for (index, tx) in txs.iter().enumerate() {
-        let to = tx.tx.envelope().to();
-        let refused = checker.check(tx.sender, to).map_err(state_error)?;
-        match (refused, &mut kept) {
-            (Some(refusal), None) => {
+        match refusal(&mut checker, tx)? {
+            Some(refusal) => {
                 tracing::debug!(tx = %tx.tx.hash(), %refusal, "left out of the block");
-                kept = Some(txs[..index].to_vec());
+                kept.get_or_insert_with(|| txs[..index].to_vec());
             }
-            (Some(refusal), Some(_)) => {
-                tracing::debug!(tx = %tx.tx.hash(), %refusal, "left out of the block");
+            None => {
+                if let Some(kept) = &mut kept {
+                    kept.push(tx.clone());
+                }
             }
-            (None, Some(kept)) => kept.push(tx.clone()),
-            (None, None) => {}
         }
     }
     Ok(kept.map_or(Cow::Borrowed(txs), Cow::Owned))
 }
 
-fn state_error(error: StateError) -> ImportError {
-    ImportError::Permissions(error)
+/// The rule `checker` refuses `tx` by, if any.
+fn refusal(checker: &mut Checker<'_>, tx: &RecoveredTx) -> Result<Option<Refusal>, ImportError> {
+    checker
+        .check(tx.sender, tx.tx.envelope().to())
+        .map_err(ImportError::Permissions)
 }
 
 #[cfg(test)]
