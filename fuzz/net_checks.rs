@@ -42,20 +42,24 @@ pub fn compact(data: &[u8]) {
     }
 }
 
-/// A peer's senders of one block (`SENDERS` responses): a hash and whole 20-byte senders,
-/// read back exactly, or nothing.
-pub fn senders(data: &[u8]) {
-    let decoded = stave_net::BlockSenders::decode(data);
-    assert_eq!(
-        decoded.is_some(),
-        data.len() >= 32 && (data.len() - 32).is_multiple_of(20)
-    );
-    if let Some(senders) = decoded {
-        assert_eq!(senders.encode(), data);
+/// A peer's header and senders of one block (`CERTIFIED` responses): a length, that many
+/// header bytes and whole 20-byte senders, read back exactly, or nothing.
+pub fn header_senders(data: &[u8]) {
+    let bytes = bytes::Bytes::copy_from_slice(data);
+    let decoded = stave_net::HeaderSenders::decode(&bytes);
+    let well_formed = data.len() >= 4 && {
+        let length = u32::from_le_bytes([data[0], data[1], data[2], data[3]]) as usize;
+        (data.len() - 4)
+            .checked_sub(length)
+            .is_some_and(|rest| rest.is_multiple_of(20))
+    };
+    assert_eq!(decoded.is_some(), well_formed);
+    if let Some(item) = decoded {
+        assert_eq!(item.encode(), data);
     }
 }
 
-/// A peer's request for blocks by number (`BLOCKS`, `SENDERS`): exactly 12 bytes read
+/// A peer's request for blocks by number (`BLOCKS`, `CERTIFIED`): exactly 12 bytes read
 /// back exactly, anything else a typed refusal naming its length.
 pub fn range_request(data: &[u8]) {
     use stave_net::gossip::{RangeRequest, RangeRequestError};

@@ -53,7 +53,8 @@ wait_for() {
   echo "node on port $1 did not answer" >&2; exit 1
 }
 
-# start_testnet: 4 validators under $WORK/tn (node i: RPC RPC0+i, metrics, P2P likewise);
+# start_testnet: 4 validators under $WORK/tn (node i: RPC RPC0+i, metrics, P2P likewise),
+# and whatever more TESTNET_ARGS asks for (`--full-nodes 2`: nodes 4 and 5);
 # TESTNET_TOML, if set, is appended to every node's config (e.g. an `[rpc]` section);
 # TESTNET_ARGS, if set, are more `stave testnet init` arguments (e.g. `--epoch-length 50`);
 # what init printed (one JSON line a node) is kept in $WORK/tn.jsonl.
@@ -66,7 +67,12 @@ start_testnet() {
   fi
   "$STAVE" testnet run --dir "$WORK/tn" > "$WORK/testnet.log" 2>&1 &
   PIDS+=($!)
-  for i in 0 1 2 3; do wait_for $((RPC0 + i)); done
+  # Every node that serves JSON-RPC (validators, spare ones, full nodes).
+  local i=0 line
+  while read -r line; do
+    case "$line" in *'"rpc":null'*) ;; *) wait_for $((RPC0 + i)) ;; esac
+    i=$((i + 1))
+  done < "$WORK/tn.jsonl"
 }
 
 # node_pids: the pids of the testnet's 4 node processes in node order (the children of

@@ -46,7 +46,7 @@ fn a_paused_validator_reaches_the_others_head_when_resumed() {
     let more = send_beside(&senders, &nodes, 5, 5);
     wait_final(&nodes[..3], &more, "transfers final without validator 3");
     // The blocks it missed are now seconds old. Once resumed it gets them whichever way
-    // comes first: a catch-up from the other validators (an old finalized block, or its
+    // comes first: a catch-up on its peers' certified runs (an old finalized block, or its
     // head standing still), marshal's deliveries, or the ancestors of a proposal it is
     // asked to verify; which one wins depends on timing, so only the outcome is checked.
     std::thread::sleep(Duration::from_secs(4));
@@ -69,7 +69,8 @@ struct Testnet {
     dir: PathBuf,
     rpc: u16,
     metrics: u16,
-    /// Each node's consensus public key, as `stave testnet init` printed it.
+    /// Each node's consensus public key, as `stave testnet init` printed it (empty for a
+    /// full node).
     validators: Vec<String>,
     /// Declared in the tests before their nodes, so it is released after they stop.
     _alone: MutexGuard<'static, ()>,
@@ -78,20 +79,22 @@ struct Testnet {
 impl Testnet {
     /// `stave testnet init --nodes N` into `dir` on free ports, blocks every 200 ms.
     fn init(dir: &Path, nodes: u16) -> Self {
-        Self::init_with(dir, nodes, 0, &[])
+        Self::init_with(dir, nodes, 0, 0, &[])
     }
 
     /// [`Testnet::init`] with `spare` nodes beside the validators
-    /// (`--spare-validators`) and more `stave testnet init` arguments.
-    fn init_with(dir: &Path, nodes: u16, spare: u16, args: &[&str]) -> Self {
+    /// (`--spare-validators`), `full` full nodes after them (`--full-nodes`) and more
+    /// `stave testnet init` arguments.
+    fn init_with(dir: &Path, nodes: u16, spare: u16, full: u16, args: &[&str]) -> Self {
         // A test that failed while holding it leaves nothing to repair.
         let alone = ONE_TESTNET.lock().unwrap_or_else(PoisonError::into_inner);
-        let all = nodes + spare;
+        let all = nodes + spare + full;
         let (rpc, metrics, p2p) = (free_ports(all), free_ports(all), free_ports(all));
         let output = Command::new(env!("CARGO_BIN_EXE_stave"))
             .args(["testnet", "init", "--nodes", &nodes.to_string(), "--dir"])
             .arg(dir)
             .args(["--spare-validators", &spare.to_string()])
+            .args(["--full-nodes", &full.to_string()])
             .args(["--rpc-port", &rpc.to_string()])
             .args(["--metrics-port", &metrics.to_string()])
             .args(["--p2p-port", &p2p.to_string()])
@@ -108,7 +111,8 @@ impl Testnet {
             .lines()
             .map(|line| {
                 let member: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-                member["validator"].as_str().expect("a key").to_owned()
+                // A full node has none.
+                member["validator"].as_str().unwrap_or_default().to_owned()
             })
             .collect();
         Self {
@@ -127,6 +131,20 @@ impl Testnet {
     /// Starts validator `index` as its own `stave node --config` process.
     fn launch(&self, index: u16) -> Node {
         self.launch_with(index, &[])
+    }
+
+    /// Starts validator `index`, whose config turns JSON-RPC off, as its own process.
+    fn launch_without_rpc(&self, index: u16) -> Node {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
+        command.args(["node", "--config"]).arg(self.config(index));
+        Node::launch_without_rpc(command, self.metrics + index)
+    }
+
+    /// Node `index`'s data dir, opened once the node has stopped (once per process).
+    fn stored(&self, index: u16) -> stave_storage::LmdbStore {
+        let datadir = self.dir.join(format!("node{index}/data"));
+        stave_storage::LmdbStore::open(&datadir, stave_storage::DEFAULT_MAP_SIZE)
+            .expect("the stopped node's data dir opens")
     }
 
     /// [`Testnet::launch`] with the environment variables `env` set for the process.
@@ -182,12 +200,12 @@ fn four_validators_agree_under_load_and_a_killed_one_catches_up() {
     for number in [head, target] {
         assert_eq!(block_id(&restarted, number), block_id(&nodes[0], number));
     }
-    // It took the senders of the blocks it missed from the other validators rather than
-    // recovering them: the 15 transfers sent while it was down at least.
+    // It took the senders of the blocks it missed from its peers rather than recovering
+    // them: the 15 transfers sent while it was down at least.
     let metrics = restarted.metrics();
     let agreed = counter(&metrics, "stave_agreed_senders_total");
     assert!(agreed >= 15, "agreed senders: {agreed}\n{metrics}");
-    // It imported them before its engine delivered them: the other validators vouched.
+    // It imported them before its engine delivered them: certified runs from its peers.
     let caught_up = counter(&metrics, "stave_caught_up_blocks_total");
     assert!(caught_up >= 1, "blocks caught up: {caught_up}\n{metrics}");
 }
@@ -210,7 +228,7 @@ fn wait_height(nodes: &[Node], height: u64, what: &str) {
 fn validators_cross_epochs_and_one_killed_before_a_boundary_votes_after_it() {
     let root = tempfile::tempdir().expect("tempdir");
     let length = EPOCH_LENGTH.to_string();
-    let testnet = Testnet::init_with(root.path(), 4, 0, &["--epoch-length", &length]);
+    let testnet = Testnet::init_with(root.path(), 4, 0, 0, &["--epoch-length", &length]);
     let mut nodes: Vec<Node> = (0..4).map(|i| testnet.launch(i)).collect();
     let senders: Vec<LocalSigner> = (0..4).map(account).collect();
     let first = send_beside(&senders, &nodes, 0, 10);
@@ -318,7 +336,7 @@ fn decide(testnet: &Testnet, action: &str, target: &str) {
 fn the_committee_adds_a_validator_that_votes_from_the_next_epoch_and_removes_one() {
     let root = tempfile::tempdir().expect("tempdir");
     let length = EPOCH_LENGTH.to_string();
-    let testnet = Testnet::init_with(root.path(), 4, 1, &["--epoch-length", &length]);
+    let testnet = Testnet::init_with(root.path(), 4, 1, 0, &["--epoch-length", &length]);
     let mut nodes: Vec<Node> = (0..5).map(|i| testnet.launch(i)).collect();
     let senders: Vec<LocalSigner> = (4..8).map(account).collect();
     let first = send_beside(&senders, &nodes[..4], 0, 5);
@@ -379,6 +397,109 @@ fn the_committee_adds_a_validator_that_votes_from_the_next_epoch_and_removes_one
         &last,
         "transfers final among three of the four left",
     );
+}
+
+/// `stave load` against the full node on `port` with `txs` transfers from `accounts`
+/// senders: every one is included there (finalized by the validators, imported by the
+/// full node).
+fn load_through(port: u16, txs: usize, accounts: usize) {
+    let output = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .args(["load", "--rpc", &format!("http://127.0.0.1:{port}")])
+        .args([
+            "--txs",
+            &txs.to_string(),
+            "--accounts",
+            &accounts.to_string(),
+        ])
+        .arg("--json")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "stave load: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("a report")).expect("JSON");
+    assert_eq!(report["included"], txs, "{report}");
+    assert_eq!(report["rejected"], 0, "{report}");
+}
+
+/// Four validators that serve no JSON-RPC and two full nodes (`--full-nodes 2
+/// --no-validator-rpc`), epochs of 10 blocks, so the full nodes check certificates of
+/// several epochs: `stave load` sent only to the full nodes is finalized in full (its
+/// transactions reach the validators by gossip); a full node SIGKILLed and restarted
+/// catches up on certificates and serves again; no run a peer brought was refused; and
+/// once all stop, every node holds the same blocks, state roots included.
+#[test]
+fn full_nodes_serve_the_load_and_follow_the_validators_on_certificates() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let length = EPOCH_LENGTH.to_string();
+    let testnet = Testnet::init_with(
+        root.path(),
+        4,
+        0,
+        2,
+        &["--epoch-length", &length, "--no-validator-rpc"],
+    );
+    let validators: Vec<Node> = (0..4).map(|i| testnet.launch_without_rpc(i)).collect();
+    for i in 0..4 {
+        assert_eq!(
+            probe(testnet.rpc + i),
+            None,
+            "validator {i} serves JSON-RPC"
+        );
+    }
+    let mut full: Vec<Node> = (4..6).map(|i| testnet.launch(i)).collect();
+    load_through(full[0].port, 1_000, 20);
+    load_through(full[1].port, 600, 20);
+    wait_height(&full, 3 * EPOCH_LENGTH, "three epochs on the full nodes");
+
+    // Full node 5 SIGKILLed; more load through the other; restarted, it catches up.
+    drop(full.pop());
+    load_through(full[0].port, 600, 20);
+    let target = full[0].head();
+    full.push(testnet.launch(5));
+    wait_height(&full[1..], target, "the restarted full node to catch up");
+    assert_eq!(block_id(&full[1], target), block_id(&full[0], target));
+    for node in full.iter().chain(&validators) {
+        let refused = counter(&node.metrics(), "stave_catch_up_runs_refused_total");
+        assert_eq!(refused, 0, "an honest peer's run was refused");
+    }
+    assert!(
+        counter(&full[1].metrics(), "stave_caught_up_blocks_total") > 0,
+        "the full node imported certified runs"
+    );
+
+    // Every node, stopped, holds the same blocks.
+    for node in validators.into_iter().chain(full) {
+        node.terminate();
+    }
+    let stores: Vec<stave_storage::LmdbStore> = (0..6).map(|i| testnet.stored(i)).collect();
+    let block = |store: &stave_storage::LmdbStore, number: u64| {
+        let header = stave_storage::read::header(store, number)
+            .expect("reads")
+            .expect("the block is stored");
+        (header.hash_slow(), header.state_root)
+    };
+    let common = stores
+        .iter()
+        .map(|store| {
+            stave_storage::read::head(store)
+                .expect("reads")
+                .expect("a head")
+                .0
+        })
+        .min()
+        .expect("nodes");
+    assert!(common >= target);
+    for number in [target, common] {
+        let reference = block(&stores[0], number);
+        for (i, store) in stores.iter().enumerate().skip(1) {
+            assert_eq!(block(store, number), reference, "node {i}'s block {number}");
+        }
+    }
 }
 
 /// `/health` answers 200 while a node runs; `/ready` 503 with the reason while a validator

@@ -28,21 +28,20 @@ use alloy_primitives::{Address, B256};
 use bytes::Bytes;
 use commonware_utils::{Acknowledgement, acknowledgement::Exact};
 use futures::channel::oneshot;
-use stave_net::BlockSenders;
 use stave_node::{BlockProducer, ImportError, Incoming, Produced, SpeculativeBlock, unix_seconds};
 use stave_txpool::TxPool;
 use tokio::sync::watch;
 
 use crate::{
     block::ConsensusBlock,
-    catch_up::CatchUpSource,
+    catch_up::{CatchUpSource, Certified, CertifiedBlock},
     epochs::{EpochError, EpochStart, EpochWatch},
     validator_sets::ValidatorSets,
 };
 
 mod handle;
 
-pub use handle::{CATCHING_UP_BLOCKS, StaveApp};
+pub use handle::{CATCHING_UP_BLOCKS, FinalizationRecorder, StaveApp};
 
 /// What the engine asks of the chain.
 pub enum Request {
@@ -79,16 +78,25 @@ pub enum Request {
         /// The finalized block's hash.
         hash: B256,
     },
-    /// The finalized tip is far above the head (the node lagged): catch up from the other
-    /// validators before answering anything else.
+    /// The finalized tip is far above the head (the node lagged), or a full node heard of
+    /// a newer block: catch up from the peers' certified runs before answering anything
+    /// else.
     CatchUp,
+    /// The engine holds a finalization certificate of block `hash`: stored with the block
+    /// once it is committed, for peers catching up.
+    Certificate {
+        /// The finalized block's hash.
+        hash: B256,
+        /// The certificate, as the engine encodes it.
+        certificate: Vec<u8>,
+    },
     /// The node is stopping: answer nothing more, write the state to disk and return.
     Stop,
 }
 
 /// Whether a validator is catching up, as two of its parts see it: [`StaveApp`] when
 /// marshal's finalized tip runs far above the blocks it delivered, the [`ChainActor`]
-/// while it imports the blocks the other validators vouch for. Each sets only its own
+/// while it imports the certified blocks its peers bring. Each sets only its own
 /// half, so neither clears what the other saw. The node ignores transaction gossip
 /// while either is set.
 #[derive(Debug, Default)]
@@ -113,14 +121,13 @@ const BEHIND_AFTER: u64 = 3;
 /// How long the chain actor waits for a request before it looks again whether its head
 /// has stood still for [`BEHIND_AFTER`] seconds (it also looks before every request).
 const IDLE_CHECK: Duration = Duration::from_millis(500);
-/// How long a starting chain actor keeps asking for f + 1 answers from the other
-/// validators before it leaves catching up to the engine. Without them the engine cannot
-/// finalize anything either (2f + 1 votes, its own included, need f + 1 others).
+/// How long a starting chain actor keeps asking its peers before it leaves catching up to
+/// the engine (while no peer answers: they are still connecting).
 const CATCH_UP_WAIT: Duration = Duration::from_secs(10);
-/// How soon it asks again when too few answered (peers still connecting).
+/// How soon it asks again when no peer answered.
 const CATCH_UP_RETRY: Duration = Duration::from_millis(50);
-/// Rounds in a row in which vouched blocks never arrived after which a chain actor
-/// leaves them to marshal.
+/// Rounds in a row in which certified blocks never arrived after which a chain actor
+/// leaves them to marshal (or, on a full node, to the next round).
 const FRUITLESS_ROUNDS: u32 = 3;
 
 /// Since when the head has stood still, for a chain actor that waits for requests.
@@ -166,7 +173,15 @@ pub struct ChainActor<'s, F> {
     catch_up: Option<CatchUp>,
     committed_tip: watch::Sender<u64>,
     epochs: Option<EpochWatch<'s>>,
+    /// Certificates of blocks not committed yet, by hash (see [`Request::Certificate`]).
+    certificates: HashMap<B256, Vec<u8>>,
+    /// How long the head stands still before the actor catches up on its own.
+    stall_after: Duration,
 }
+
+/// Certificates kept for blocks not committed yet; beyond this (the chain far ahead of
+/// this node), the oldest-looking are dropped: the blocks come with certified runs then.
+const PENDING_CERTIFICATES: usize = 256;
 
 /// Where a chain actor catches up from, and the flag it keeps set meanwhile.
 struct CatchUp {
@@ -197,6 +212,8 @@ pub fn chain_actor<'s, F: FnMut(&Produced)>(
             catch_up: None,
             committed_tip,
             epochs: None,
+            certificates: HashMap::new(),
+            stall_after: Duration::from_secs(BEHIND_AFTER),
         },
         StaveApp {
             requests: sender,
@@ -211,9 +228,9 @@ pub fn chain_actor<'s, F: FnMut(&Produced)>(
 }
 
 impl<F: FnMut(&Produced)> ChainActor<'_, F> {
-    /// Takes finalized blocks this node never executed, and their senders, from
-    /// `source` where it vouches for them, rather than waiting for marshal to deliver the
-    /// blocks and recovering every signature. `catching_up` is set while the actor
+    /// Takes finalized blocks this node never executed from `source`'s certified runs,
+    /// with their senders as a hint, rather than waiting for marshal to deliver the blocks
+    /// and recovering every signature. `catching_up` is set while the actor
     /// imports blocks before it answers the engine (see [`StaveApp::with_catching_up`]).
     pub fn with_catch_up(
         mut self,
@@ -224,6 +241,15 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             source,
             catching_up,
         });
+        self
+    }
+
+    /// Makes the actor catch up from its source whenever its head has stood still for
+    /// `period` rather than [`BEHIND_AFTER`] seconds: a full node, which has no engine to
+    /// tell it of new blocks, follows the chain so, asking its peers every `period` while
+    /// nothing new comes.
+    pub fn polling(mut self, period: Duration) -> Self {
+        self.stall_after = period;
         self
     }
 
@@ -246,22 +272,20 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
     /// without it).
     pub fn run(mut self) -> Result<(), ImportError> {
         let mut queued = self.catch_up()?;
-        let mut idle = Idle::new(
-            self.head.load(Ordering::Acquire),
-            Duration::from_secs(BEHIND_AFTER),
-        );
+        let mut idle = Idle::new(self.head.load(Ordering::Acquire), self.stall_after);
+        let idle_check = IDLE_CHECK.min(self.stall_after);
         loop {
             // The head has not moved for long: the node may have been paused while the
             // others went on (they finalize a block every few hundred ms under load). The
             // engine tells it only block by block, after replaying what it missed (its
-            // requests meanwhile are for views long gone); the other validators vouch for
+            // requests meanwhile are for views long gone); its peers' certified runs bring
             // the blocks at once.
             if queued.is_none() && idle.stalled(self.head.load(Ordering::Acquire)) {
                 queued = self.catch_up()?;
             }
             let request = match queued.take() {
                 Some(request) => request,
-                None => match self.requests.recv_timeout(IDLE_CHECK) {
+                None => match self.requests.recv_timeout(idle_check) {
                     Ok(request) => request,
                     Err(mpsc::RecvTimeoutError::Timeout) => continue,
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -269,6 +293,12 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             };
             match request {
                 Request::Stop => break,
+                Request::Certificate { hash, certificate } => {
+                    if self.certificates.len() >= PENDING_CERTIFICATES {
+                        self.certificates.clear();
+                    }
+                    self.certificates.insert(hash, certificate);
+                }
                 Request::CatchUp => queued = self.catch_up()?,
                 Request::FinalizedTip { hash } => self.finalized_tip(hash)?,
                 Request::Propose {
@@ -310,8 +340,8 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                     }
                     // A block this node never executed: it is catching up, and marshal
                     // hands over several without waiting for acks. If the block is new
-                    // here and old, the node was away (paused, cut off): it takes what
-                    // the other validators vouch for at once. Then the blocks already
+                    // here and old, the node was away (paused, cut off): it takes its
+                    // peers' certified runs at once. Then the blocks already
                     // queued go through the pipeline as one stream (those imported
                     // meanwhile are only acknowledged).
                     let behind = block.number() > self.head.load(Ordering::Acquire)
@@ -346,8 +376,34 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
                     );
                 }
             }
+            self.store_committed_certificates()?;
         }
         self.producer.close()
+    }
+
+    /// Stores the pending certificates whose blocks are committed now, in one write.
+    fn store_committed_certificates(&mut self) -> Result<(), ImportError> {
+        if self.certificates.is_empty() {
+            return Ok(());
+        }
+        let store = self.producer.view().store();
+        let mut ready = Vec::new();
+        for hash in self.certificates.keys() {
+            if let Some(number) = stave_storage::read::block_number(store, *hash)? {
+                ready.push((*hash, number));
+            }
+        }
+        if ready.is_empty() {
+            return Ok(());
+        }
+        let certificates: Vec<(u64, Vec<u8>)> = ready
+            .into_iter()
+            .filter_map(|(hash, number)| Some((number, self.certificates.remove(&hash)?)))
+            .collect();
+        if let Err(error) = stave_storage::commit::store_finalizations(store, &certificates) {
+            tracing::warn!(%error, "could not store finalization certificates");
+        }
+        Ok(())
     }
 
     /// Marshal holds a finalization of block `hash` ([`Request::FinalizedTip`]): commits
@@ -394,13 +450,13 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         Ok(any)
     }
 
-    /// Before answering the engine: imports the finalized blocks above the head that the
-    /// catch-up source vouches for, round after round until it has none newer. A
+    /// Before answering the engine: imports the certified blocks above the head that the
+    /// catch-up source brings, round after round until it has none newer. A
     /// restarted validator so catches up while its engine is still restoring its
     /// journals, rather than once marshal delivers the blocks; the engine's requests wait
     /// meanwhile (the views they are for pass without this validator, as they would).
-    /// A request that comes while too few validators answer ends the catching up (the
-    /// engine is ahead of it) and is returned, to be answered first.
+    /// A request that comes while no peer answers ends the catching up (the engine is
+    /// ahead of it) and is returned, to be answered first.
     fn catch_up(&mut self) -> Result<Option<Request>, ImportError> {
         let Some(mut catch_up) = self.catch_up.take() else {
             return Ok(None);
@@ -414,17 +470,17 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             .importing
             .store(true, Ordering::Release);
         let result = loop {
-            let (head, _) = self.producer.head()?;
-            match catch_up.source.vouched(head + 1) {
-                Some(vouched) if vouched.is_empty() => break Ok(None),
-                Some(vouched) => {
+            let (head, head_hash) = self.producer.head()?;
+            match catch_up.source.certified(head + 1, head_hash) {
+                Some(None) => break Ok(None),
+                Some(Some(run)) => {
                     let before = imported;
                     if let Err(error) =
-                        self.import_vouched(&*catch_up.source, head + 1, &vouched, &mut imported)
+                        self.import_certified(&*catch_up.source, head + 1, &run, &mut imported)
                     {
                         break Err(error);
                     }
-                    // Vouched for, but never delivered: leave them to marshal.
+                    // Certified, but never delivered: leave them to marshal.
                     fruitless = if imported == before { fruitless + 1 } else { 0 };
                     if fruitless == FRUITLESS_ROUNDS {
                         break Ok(None);
@@ -451,17 +507,27 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             .importing
             .store(false, Ordering::Release);
         // Asks queued meanwhile (marshal's tip rose as blocks came) are answered: it went
-        // on until the other validators vouched for nothing newer.
+        // on until no peer had a certified block newer.
         let result = match result {
             Ok(None) => Ok(self.skip_catch_ups()),
             other => other,
         };
         metrics::counter!("stave_caught_up_blocks_total").increment(imported as u64);
-        tracing::info!(
-            blocks = imported,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "imported the finalized blocks the other validators vouch for; joining consensus"
-        );
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        // A full node follows block by block this way: only a real catch-up is news.
+        if imported > 1 {
+            tracing::info!(
+                blocks = imported,
+                elapsed_ms,
+                "imported the certified blocks its peers brought"
+            );
+        } else {
+            tracing::debug!(
+                blocks = imported,
+                elapsed_ms,
+                "imported the certified blocks its peers brought"
+            );
+        }
         self.catch_up = Some(catch_up);
         result
     }
@@ -478,40 +544,58 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         }
     }
 
-    /// Imports the `vouched` blocks (consecutive from height `from`, the head's child) as
-    /// `source` fetches them: each goes into the pipeline as soon as it and the ones
-    /// before it have arrived, up to the first that could not be had. Counts them in
-    /// `imported`.
-    fn import_vouched(
+    /// Imports the blocks of the certified `run` (consecutive from height `from`, the
+    /// head's child) as `source` fetches them: each goes into the pipeline as soon as it
+    /// and the ones before it have arrived, up to the first that could not be had. Counts
+    /// them in `imported`; stores the run's certificate once its last block is committed,
+    /// so this node can serve the run to peers behind it.
+    fn import_certified(
         &mut self,
         source: &dyn CatchUpSource,
         from: u64,
-        vouched: &[BlockSenders],
+        run: &Certified,
         imported: &mut usize,
     ) -> Result<(), ImportError> {
-        let slots: Vec<OnceLock<Option<Bytes>>> = vouched.iter().map(|_| OnceLock::new()).collect();
+        let blocks: &[CertifiedBlock] = &run.blocks;
+        let slots: Vec<OnceLock<Option<Bytes>>> = blocks.iter().map(|_| OnceLock::new()).collect();
         std::thread::scope(|scope| {
             scope.spawn(|| {
                 // However fetching ends, no slot is left for the import to wait on.
                 let _unblock = FillEmpty(&slots);
-                source.fetch(from, vouched, &slots);
+                source.fetch(from, blocks, &slots);
             });
-            let incoming = slots.iter().zip(vouched).map_while(|(slot, list)| {
+            let incoming = slots.iter().zip(blocks).map_while(|(slot, block)| {
                 let bytes = slot.wait().as_deref()?;
                 Some(Incoming {
                     bytes,
-                    agreed_senders: Some(&list.senders),
+                    agreed_senders: Some(&block.senders),
                 })
             });
             self.import_final(incoming, || *imported += 1)
-        })
+        })?;
+        let last = blocks.last().map_or(0, |block| block.number);
+        if self.head.load(Ordering::Acquire) >= last {
+            self.store_finalization(last, &run.certificate);
+        }
+        Ok(())
     }
 
-    /// The senders of `blocks` (consecutive, oldest first) the catch-up source vouches
-    /// for, one entry per block; none without a source.
-    fn agreed_senders(&mut self, blocks: &[ConsensusBlock]) -> Vec<Option<Vec<Address>>> {
+    /// Stores `certificate` as block `number`'s finalization certificate. A failure is
+    /// only logged: the certificate serves peers, and one missing makes them check the
+    /// block against a descendant's.
+    fn store_finalization(&self, number: u64, certificate: &[u8]) {
+        let store = self.producer.view().store();
+        let certificates = [(number, certificate.to_vec())];
+        if let Err(error) = stave_storage::commit::store_finalizations(store, &certificates) {
+            tracing::warn!(number, %error, "could not store a finalization certificate");
+        }
+    }
+
+    /// The senders of `blocks` (consecutive, oldest first) the catch-up source's peers
+    /// recovered, one entry per block; none without a source.
+    fn peer_senders(&mut self, blocks: &[ConsensusBlock]) -> Vec<Option<Vec<Address>>> {
         match &mut self.catch_up {
-            Some(catch_up) if !blocks.is_empty() => catch_up.source.agreed_senders(blocks),
+            Some(catch_up) if !blocks.is_empty() => catch_up.source.senders(blocks),
             _ => Vec::new(),
         }
     }
@@ -531,14 +615,14 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             });
         }
         // More than one block to execute: this node is behind, and the older of them are
-        // probably final already; the other validators may vouch for their senders.
+        // probably final already; its peers may have recovered their senders.
         let missing: Vec<ConsensusBlock> = chain
             .iter()
             .filter(|block| !self.speculative.contains_key(&block.hash()))
             .map(|block| (*block).clone())
             .collect();
         let mut agreed = if missing.len() > 1 {
-            self.agreed_senders(&missing)
+            self.peer_senders(&missing)
         } else {
             Vec::new()
         }
@@ -614,7 +698,7 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
             ack.acknowledge();
         }
         let (blocks, acks): (Vec<ConsensusBlock>, Vec<Exact>) = run.into_iter().unzip();
-        let agreed = self.agreed_senders(&blocks);
+        let agreed = self.peer_senders(&blocks);
         let incoming = blocks.iter().enumerate().map(|(i, block)| Incoming {
             bytes: block.bytes(),
             agreed_senders: agreed.get(i).and_then(Option::as_deref),
@@ -700,20 +784,20 @@ mod tests {
         assert!(idle.stalled(8));
     }
 
-    /// A catch-up source with nothing newer to vouch for, counting how often it is asked.
+    /// A catch-up source with nothing newer, counting how often it is asked.
     struct NothingNewer(Arc<AtomicU64>);
 
     impl CatchUpSource for NothingNewer {
-        fn agreed_senders(&mut self, blocks: &[ConsensusBlock]) -> Vec<Option<Vec<Address>>> {
+        fn senders(&mut self, blocks: &[ConsensusBlock]) -> Vec<Option<Vec<Address>>> {
             vec![None; blocks.len()]
         }
 
-        fn vouched(&mut self, _from: u64) -> Option<Vec<BlockSenders>> {
+        fn certified(&mut self, _from: u64, _parent: B256) -> Option<Option<Certified>> {
             self.0.fetch_add(1, Ordering::Relaxed);
-            Some(Vec::new())
+            Some(None)
         }
 
-        fn fetch(&self, _: u64, _: &[BlockSenders], _: &[OnceLock<Option<Bytes>>]) {}
+        fn fetch(&self, _: u64, _: &[CertifiedBlock], _: &[OnceLock<Option<Bytes>>]) {}
     }
 
     #[test]

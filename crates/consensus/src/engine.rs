@@ -12,7 +12,7 @@ use std::{
 use ::tokio::sync::watch;
 use commonware_broadcast::buffered;
 use commonware_consensus::{
-    Application, Reporter,
+    Application, Reporter, Reporters,
     marshal::{
         self, Update,
         core::Actor as Marshal,
@@ -36,7 +36,7 @@ use commonware_storage::{archive::prunable, translator::TwoCap};
 use commonware_utils::{NZDuration, NZU16, NZU64, NZUsize};
 
 use crate::{
-    application::CATCHING_UP_BLOCKS,
+    application::{CATCHING_UP_BLOCKS, FinalizationRecorder},
     block::ConsensusBlock,
     epochs::{self, EpochChannels, EpochEngine, EpochParts, EpochStart},
     transport::{ConsensusNet, validator_node_id},
@@ -106,6 +106,16 @@ pub struct ValidatorConfig {
     /// block), and the chain's next blocks wait behind them: marshal's floor is
     /// then moved up to the tip, so it delivers from there on.
     pub committed_tips: watch::Receiver<u64>,
+    /// Where the engine's finalization certificates go, to be stored with their blocks
+    /// ([`StaveApp::finalizations`](crate::StaveApp::finalizations)).
+    pub finalizations: FinalizationRecorder,
+}
+
+/// The namespace the engine's signing schemes sign votes and certificates under, for a
+/// chain whose namespace is `chain` ([`ValidatorConfig::namespace`]): what a
+/// certificate is checked under ([`crate::RunChecker`]).
+pub fn scheme_namespace(chain: &[u8]) -> Vec<u8> {
+    [chain, b"_CONSENSUS"].concat()
 }
 
 fn archive<C>(name: &str, page_cache: CacheRef, codec_config: C) -> prunable::Config<TwoCap, C> {
@@ -173,7 +183,7 @@ where
             .child("unblocks")
             .spawn(move |context| unblocks.report_unblocks(context));
 
-        let namespace = [config.namespace.as_slice(), b"_CONSENSUS"].concat();
+        let namespace = scheme_namespace(&config.namespace);
         let schemes = EpochSchemes::new(config.sets.clone(), &namespace, config.key.clone());
         let page_cache = CacheRef::new(JOURNAL_PAGE_SIZE, JOURNAL_CACHE_PAGES);
 
@@ -263,6 +273,7 @@ where
         let timeout_retry = config.leader_timeout;
         let leader_timeout = config.leader_timeout;
         let blocker = net.clone();
+        let reporter = Reporters::from((inline.clone(), config.finalizations));
         let start_engine = move |engine: EpochEngine, channels: EpochChannels| {
             let EpochEngine {
                 context,
@@ -278,7 +289,7 @@ where
                     blocker: blocker.clone(),
                     automaton: inline.clone(),
                     relay: inline.clone(),
-                    reporter: inline.clone(),
+                    reporter: reporter.clone(),
                     track_historical_votes: false,
                     strategy: Sequential,
                     partition: epochs::partition(epoch),

@@ -10,8 +10,8 @@
 //! [`block`] is the block as the engine sees it, [`application`] the chain actor behind
 //! the engine, [`transport`] the consensus channels on Stave's own network (stave-net:
 //! mutual TLS where a validator's certificate holds its consensus key), [`engine`] the
-//! wiring of one validator, [`epochs`] its engine per consensus epoch, [`validator_sets`] who votes in each epoch (the governance contract's validators), [`catch_up`] the finalized blocks and senders a node catching
-//! up takes from the other validators instead of waiting for marshal and recovering them.
+//! wiring of one validator, [`epochs`] its engine per consensus epoch, [`validator_sets`] who votes in each epoch (the governance contract's validators), [`catch_up`] the finalized blocks a node catching
+//! up takes from its peers, each checked against a finalization certificate.
 
 pub mod application;
 pub mod block;
@@ -24,7 +24,7 @@ pub mod validator_sets;
 
 pub use application::{CatchingUp, ChainActor, StaveApp, chain_actor};
 pub use block::ConsensusBlock;
-pub use catch_up::{CatchUpSource, OtherValidators};
+pub use catch_up::{CatchUpSource, CertifiedPeers, RunChecker};
 pub use engine::{ValidatorConfig, run_validator};
 pub use epochs::{EpochError, EpochStart};
 pub use transport::{ConsensusNet, TransportError, validator_node_id};

@@ -85,8 +85,18 @@ impl ValidatorSets {
             .cloned()
     }
 
+    /// The newest epoch whose set this node knows: the one after its head's, once the
+    /// chain actor has entered it.
+    pub fn newest(&self) -> Epoch {
+        self.by_epoch
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .last_key_value()
+            .map_or(Epoch::zero(), |(epoch, _)| *epoch)
+    }
+
     /// Keeps `set` as `epoch`'s, forgetting the oldest beyond [`KEPT_EPOCHS`].
-    fn insert(&self, epoch: Epoch, set: Set<ed25519::PublicKey>) {
+    pub(crate) fn insert(&self, epoch: Epoch, set: Set<ed25519::PublicKey>) {
         let mut by_epoch = self
             .by_epoch
             .write()

@@ -1,5 +1,6 @@
-//! Replays the checked-in corpus of the `consensus_block` fuzz target
-//! (`fuzz/corpus/consensus_block/`) through the check the target runs, so every finding
+//! Replays the checked-in corpora of the `consensus_block` and `certified_run` fuzz targets
+//! (`fuzz/corpus/consensus_block/`, `fuzz/corpus/certified_run/`) through the checks the
+//! targets run, so every finding
 //! stays fixed under plain `cargo test`, and feeds it random bytes beyond the corpus.
 
 use std::path::Path;
@@ -40,9 +41,23 @@ fn a_real_block_passes_and_every_truncation_is_refused() {
     }
 }
 
+#[test]
+fn certified_run_corpus_holds() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/certified_run");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        consensus_checks::certified_run(
+            &std::fs::read(entry.expect("entry").path()).expect("corpus file"),
+        );
+        count += 1;
+    }
+    assert!(count > 0, "empty corpus");
+}
+
 proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
         consensus_checks::consensus_block(&data);
+        consensus_checks::certified_run(&data);
     }
 }

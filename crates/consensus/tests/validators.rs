@@ -334,6 +334,7 @@ fn start(
         epoch_length: NonZeroU64::new(spec.epoch_length()).expect("at least 2"),
         epoch_starts,
         committed_tips: app.committed_tips(),
+        finalizations: app.finalizations(),
     };
     std::thread::spawn(move || match forger {
         Some((forgery, forged)) => run_validator(

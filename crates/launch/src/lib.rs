@@ -15,7 +15,7 @@
 //! use stave_launch::{NodeConfig, RunningNode};
 //!
 //! let node = RunningNode::start(NodeConfig::dev()?.in_process())?;
-//! println!("JSON-RPC on http://{}", node.rpc_addr());
+//! println!("JSON-RPC on http://{:?}", node.rpc_addr());
 //! let stopped = node.stop()?;
 //! println!("stopped at block {}", stopped.head);
 //! # Ok::<(), stave_launch::LaunchError>(())
@@ -38,6 +38,7 @@ mod config;
 mod error;
 pub mod files;
 mod follower;
+mod full_node;
 mod metrics;
 mod node;
 mod p2p;

@@ -2,8 +2,9 @@
 //!
 //! Starting opens the data dir's store, the chain, the txpool and the producer, then
 //! (on the node's own tokio runtime) the P2P network and gossip, the JSON-RPC server (on a
-//! runtime of its own) and the thread that makes blocks: the producer loop, the follower
-//! loop, or a validator's chain actor and consensus engine.
+//! runtime of its own, unless turned off) and the thread that makes or takes blocks: the
+//! producer loop, the follower loop, a validator's chain actor and consensus engine, or a
+//! full node's chain actor.
 
 use std::{
     net::SocketAddr,
@@ -28,7 +29,9 @@ use tokio::{
 };
 
 use crate::{
-    LaunchError, NodeConfig, Role, allow_list, follower, metrics,
+    LaunchError, NodeConfig, Role, allow_list, follower,
+    full_node::{self, FullNodeParts},
+    metrics,
     p2p::{self, Admission, P2p},
     producer::{self, Rhythm},
     supervisor::{Part, Supervisor},
@@ -51,7 +54,7 @@ pub struct RunningNode {
     spec: ChainSpec,
     datadir: PathBuf,
     view: Arc<ChainView<'static>>,
-    rpc_addr: SocketAddr,
+    rpc_addr: Option<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     network: Option<Network>,
     validator: Option<B256>,
@@ -77,12 +80,13 @@ struct Tasks {
     /// The thread that makes blocks (the producer or follower loop, or a validator's
     /// chain actor); it writes the state layers to disk before it ends.
     making_blocks: JoinHandle<()>,
-    /// A validator's handle on its chain actor.
+    /// A validator's or full node's handle on its chain actor.
     chain: Option<StaveApp>,
-    /// A validator's P2P side (a producer's or follower's lives in its thread).
+    /// A validator's or full node's P2P side (a producer's or follower's lives in its
+    /// thread).
     p2p: Option<P2p>,
-    /// The JSON-RPC server, on its own runtime.
-    server: RpcServer,
+    /// The JSON-RPC server, on its own runtime, unless the config turned it off.
+    server: Option<RpcServer>,
     /// The temporary data dir, removed once the node stopped.
     temp_dir: Option<tempfile::TempDir>,
 }
@@ -216,8 +220,9 @@ impl RunningNode {
         &self.datadir
     }
 
-    /// Where JSON-RPC is served (HTTP and WebSocket), with the port bound.
-    pub fn rpc_addr(&self) -> SocketAddr {
+    /// Where JSON-RPC is served (HTTP and WebSocket), with the port bound; `None` when
+    /// the config turned it off.
+    pub fn rpc_addr(&self) -> Option<SocketAddr> {
         self.rpc_addr
     }
 
@@ -314,7 +319,9 @@ impl Running {
             network.shutdown();
         }
         drop(tasks.p2p);
-        tasks.server.stop();
+        if let Some(server) = tasks.server {
+            server.stop();
+        }
         let head = view.head();
         runtime.shutdown_timeout(SHUTDOWN_GRACE);
         drop(tasks.temp_dir);
@@ -361,6 +368,9 @@ impl Parts {
                         Some(consensus.head_stale_after(config.block_time)),
                         Some(p2p::validator_ids(&config.genesis)?),
                     ),
+                    Role::FullNode => {
+                        (Vec::new(), None, Some(p2p::validator_ids(&config.genesis)?))
+                    }
                     _ => (Vec::new(), None, None),
                 };
                 let admission = Admission {
@@ -400,11 +410,17 @@ impl Parts {
             config: config.rpc.clone(),
             sync,
         };
-        let mut server = stave_rpc::start(ctx).await?;
-        if let Some(task) = server.take_task() {
-            supervisor.watch("JSON-RPC server", task);
-        }
-        let rpc_addr = server.addr();
+        let server = match config.rpc_enabled {
+            true => {
+                let mut server = stave_rpc::start(ctx).await?;
+                if let Some(task) = server.take_task() {
+                    supervisor.watch("JSON-RPC server", task);
+                }
+                Some(server)
+            }
+            false => None,
+        };
+        let rpc_addr = server.as_ref().map(RpcServer::addr);
         let allow_list = network.clone().map(|network| (network, heads.subscribe()));
         let (making_blocks, chain, validator, p2p, epochs) = match (&config.role, p2p) {
             (Role::Validator(consensus), Some(p2p)) => {
@@ -426,6 +442,26 @@ impl Parts {
                     started.actor,
                     Some(started.chain),
                     Some(started.public),
+                    Some(p2p),
+                    Some(started.epochs),
+                )
+            }
+            (Role::FullNode, Some(p2p)) => {
+                let started = full_node::start(
+                    FullNodeParts {
+                        spec: &config.genesis,
+                        producer,
+                        pool,
+                        p2p: &p2p,
+                        heads,
+                        highest_block,
+                    },
+                    &supervisor,
+                )?;
+                (
+                    started.actor,
+                    Some(started.chain),
+                    None,
                     Some(p2p),
                     Some(started.epochs),
                 )

@@ -6,7 +6,7 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 use bytes::Bytes;
 use stave_consensus::CatchingUp;
 use stave_net::{
-    BlockSenders, BlockSource, Gossip, GossipConfig, Network, NetworkConfig, NodeId, NodeIdentity,
+    BlockSource, Gossip, GossipConfig, HeaderSenders, Network, NetworkConfig, NodeId, NodeIdentity,
     NodeTls, ReceivedBlock, Task, TxAdmission,
 };
 use stave_node::{ChainView, encoded_block};
@@ -73,20 +73,22 @@ fn is_stale(head_time: u64, now: u64, after: Duration) -> bool {
 }
 
 impl TxAdmission for PoolAdmission {
-    fn admit(&self, txs: &[Bytes]) -> Vec<bool> {
-        let ignored = || {
-            metrics::counter!("stave_gossip_txs_ignored_total").increment(txs.len() as u64);
-            vec![false; txs.len()]
-        };
+    fn deferring(&self) -> bool {
         // Consensus says the node is catching up: no need to read the head.
         if self.catching_up.get() {
-            return ignored();
+            return true;
         }
+        self.admission.head_stale_after.is_some()
+            && self
+                .admission
+                .view
+                .with_state(None, |_, header| self.head_is_stale(header.timestamp))
+                .unwrap_or(true)
+    }
+
+    fn admit(&self, txs: &[Bytes]) -> Vec<bool> {
         let Admission { view, pool, .. } = &self.admission;
         view.with_state(None, |state, header| {
-            if self.head_is_stale(header.timestamp) {
-                return ignored();
-            }
             let raw: Vec<Vec<u8>> = txs.iter().map(|tx| tx.to_vec()).collect();
             pool.add(&raw, state, header.base_fee_per_gas)
                 .iter()
@@ -114,12 +116,17 @@ impl BlockSource for StoredBlocks {
         encoded_block(self.0, number).ok().flatten()
     }
 
-    fn senders(&self, number: u64) -> Option<BlockSenders> {
-        let hash = stave_storage::read::header(self.0, number)
-            .ok()??
-            .hash_slow();
+    fn header_senders(&self, number: u64) -> Option<HeaderSenders> {
+        let header = stave_storage::read::encoded_header(self.0, number).ok()??;
         let senders = stave_storage::read::senders(self.0, number).ok()??;
-        Some(BlockSenders { hash, senders })
+        Some(HeaderSenders {
+            header: Bytes::from(header),
+            senders,
+        })
+    }
+
+    fn finalization(&self, number: u64) -> Option<Vec<u8>> {
+        stave_storage::read::finalization(self.0, number).ok()?
     }
 }
 

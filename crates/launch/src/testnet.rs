@@ -1,8 +1,10 @@
 //! A multi-validator chain on one machine, as `stave testnet init` writes it: one genesis
 //! naming N validators, with the governance contract (the dev mnemonic's account i the
-//! committee member of validator i, a majority deciding), a chain CA, and per node a consensus key, a TLS certificate
-//! holding that same key, and `node<i>/config.toml` (ports counted up from the layout's
-//! base ports). Each config starts a node with [`NodeConfig::from_toml_file`];
+//! committee member of validator i, a majority deciding), a chain CA, and per validator a
+//! consensus key, a TLS certificate holding that same key, and `node<i>/config.toml`
+//! (ports counted up from the layout's base ports). Full nodes come after the validators
+//! (and any spare ones): a TLS certificate of their own, admitted by the contract's node
+//! list, and a config with `[consensus] full_node = true`. Each config starts a node with [`NodeConfig::from_toml_file`];
 //! [`run_nodes`] starts one `stave node --config` process per config and stops them
 //! together.
 //!
@@ -60,17 +62,47 @@ pub struct TestnetLayout {
     /// zero are accepted and accounts without funds can send them.
     #[cfg_attr(feature = "clap", arg(long))]
     pub gas_free: bool,
+    /// Full nodes written after the validators: they hold no consensus key, never vote,
+    /// follow the chain on the validators' finalization certificates and serve
+    /// applications.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=100)))]
+    pub full_nodes: u16,
+    /// Validators serve no JSON-RPC (`[rpc] enabled = false`): applications use the full
+    /// nodes, the layout recommended for a chain that has them.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub no_validator_rpc: bool,
 }
 
-/// One validator of a testnet [`init`] wrote.
+impl TestnetLayout {
+    /// A layout of `nodes` validators on localhost with the default ports and block time,
+    /// no spare validators and no full nodes.
+    pub fn new(nodes: u16) -> Self {
+        Self {
+            nodes,
+            host: IpAddr::from([127, 0, 0, 1]),
+            rpc_port: 8545,
+            metrics_port: 9001,
+            p2p_port: 30300,
+            block_time_ms: 1_000,
+            epoch_length: None,
+            spare_validators: 0,
+            gas_free: false,
+            full_nodes: 0,
+            no_validator_rpc: false,
+        }
+    }
+}
+
+/// One node of a testnet [`init`] wrote.
 #[derive(Debug, Clone)]
 pub struct TestnetMember {
     /// Its `config.toml`.
     pub config: PathBuf,
-    /// Its JSON-RPC address.
-    pub rpc: SocketAddr,
-    /// The consensus public key the genesis names it by.
-    pub validator: B256,
+    /// Its JSON-RPC address; `None` for a validator that serves none.
+    pub rpc: Option<SocketAddr>,
+    /// The consensus public key the genesis names it by (a validator, or a spare one that
+    /// may become one); `None` for a full node.
+    pub validator: Option<B256>,
 }
 
 /// The DNS name validator `index`'s certificate carries (peers dial it by this name).
@@ -84,40 +116,66 @@ fn port(base: u16, index: u16, what: &str) -> Result<u16, LaunchError> {
         .ok_or_else(|| LaunchError::Config(format!("{what} port {base} + {index} is past 65535")))
 }
 
-/// One validator's names, addresses and key.
+/// One node's names, addresses and key.
 struct Member {
     name: String,
     rpc: SocketAddr,
     metrics: SocketAddr,
     p2p: SocketAddr,
-    seed: [u8; 32],
-    /// The public key the genesis names it by.
-    validator: B256,
+    /// The consensus seed of a validator (or spare); its TLS certificate holds that key.
+    /// `None` for a full node, whose certificate holds a key of its own.
+    seed: Option<[u8; 32]>,
 }
 
-/// Writes a testnet of `layout.nodes` fresh validators and `layout.spare_validators`
-/// nodes that may become validators into `dir` (created; existing files are never
-/// overwritten): `genesis.json` (the dev chain's accounts, the validators), `ca/` and
-/// `node<i>/`. Returns every node in node order, the spare ones last.
+impl Member {
+    /// The consensus public key of a validator (or spare).
+    fn validator(&self) -> Option<B256> {
+        self.seed
+            .map(|seed| keys::public_key_bytes(&keys::private_key(&seed)))
+    }
+}
+
+/// Writes a testnet of `layout.nodes` fresh validators, `layout.spare_validators` nodes
+/// that may become validators and `layout.full_nodes` full nodes into `dir` (created;
+/// existing files are never overwritten): `genesis.json` (the dev chain's accounts, the
+/// validators), `ca/` and `node<i>/`. Returns every node in node order: validators, spare
+/// ones, full nodes.
 pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, LaunchError> {
-    let members = (0..layout.nodes + layout.spare_validators)
+    let with_keys = layout.nodes + layout.spare_validators;
+    let all = with_keys
+        .checked_add(layout.full_nodes)
+        .ok_or_else(|| LaunchError::Config("too many nodes".into()))?;
+    let members = (0..all)
         .map(|i| {
-            let seed: [u8; 32] = rand::random();
             Ok(Member {
                 name: node_name(i),
                 rpc: SocketAddr::new(layout.host, port(layout.rpc_port, i, "RPC")?),
                 metrics: SocketAddr::new(layout.host, port(layout.metrics_port, i, "metrics")?),
                 p2p: SocketAddr::new(layout.host, port(layout.p2p_port, i, "P2P")?),
-                seed,
-                validator: keys::public_key_bytes(&keys::private_key(&seed)),
+                seed: (i < with_keys).then(rand::random),
             })
         })
         .collect::<Result<Vec<_>, LaunchError>>()?;
     let validators: Vec<B256> = members
         .iter()
         .take(usize::from(layout.nodes))
-        .map(|member| member.validator)
+        .filter_map(Member::validator)
         .collect();
+    create_dir(dir)?;
+    let ca = write_ca(&dir.join("ca"), "stave testnet")?;
+    let (ca_pem, _) = ca.to_pem();
+    let identities = members
+        .iter()
+        .map(|member| match &member.seed {
+            Some(seed) => ca.issue_for_key(&member.name, seed),
+            None => ca.issue(&member.name),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let node_ids = identities
+        .iter()
+        .map(|identity| identity.node_id())
+        .collect::<Result<Vec<_>, _>>()?;
+
     let (spec, accounts) = stave_primitives::dev::dev_chain()?;
     let spec = spec.with_validators(validators.clone())?;
     // The governance committee: the dev mnemonic's account i for validator i (as far as
@@ -127,13 +185,14 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
         .take(usize::from(layout.nodes))
         .map(|account| account.address)
         .collect();
-    // The spare nodes are admitted to the network (the contract's `nodes`), so they can
-    // follow the chain until the committee makes them validators.
+    // The spare nodes and the full nodes are admitted to the network (the contract's
+    // `nodes`): the spare ones follow the chain until the committee makes them
+    // validators.
     let mut governance = GovernanceGenesis::majority(committee, validators);
-    governance.nodes = members
+    governance.nodes = node_ids
         .iter()
         .skip(usize::from(layout.nodes))
-        .map(|member| B256::from(stave_net::tls::ed25519_node_id(&member.validator.0)))
+        .map(|id| B256::from(*id))
         .collect();
     let spec = governance
         .install(spec)
@@ -147,30 +206,24 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
         Some(length) => spec.with_epoch_length(length)?,
         None => spec,
     };
-
-    create_dir(dir)?;
     write_new(&dir.join("genesis.json"), &spec.to_json(), false)?;
-    let ca = write_ca(&dir.join("ca"), "stave testnet")?;
-    let (ca_pem, _) = ca.to_pem();
 
-    let identities = members
+    let allowed = node_ids
         .iter()
-        .map(|member| ca.issue_for_key(&member.name, &member.seed))
-        .collect::<Result<Vec<_>, _>>()?;
-    let allowed = identities
-        .iter()
-        .map(|identity| Ok(format!("\"0x{}\"", hex::encode(identity.node_id()?))))
-        .collect::<Result<Vec<_>, LaunchError>>()?
+        .map(|id| format!("\"0x{}\"", hex::encode(id)))
+        .collect::<Vec<_>>()
         .join(", ");
     let mut written = Vec::new();
     for (i, (member, identity)) in members.iter().zip(&identities).enumerate() {
         let node_dir = dir.join(format!("node{i}"));
         create_dir(&node_dir)?;
-        write_new(
-            &node_dir.join("consensus.key"),
-            &format!("0x{}\n", hex::encode(member.seed)),
-            true,
-        )?;
+        if let Some(seed) = &member.seed {
+            write_new(
+                &node_dir.join("consensus.key"),
+                &format!("0x{}\n", hex::encode(seed)),
+                true,
+            )?;
+        }
         let (cert, key) = identity.to_pem();
         write_new(&node_dir.join("node.pem"), &cert, false)?;
         write_new(&node_dir.join("node.key"), &key, true)?;
@@ -186,19 +239,29 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
             })
             .collect();
         let config_path = node_dir.join("config.toml");
-        let role = match i < usize::from(layout.nodes) {
-            true => format!("Validator {i} of {}", layout.nodes),
-            false => format!("Node {i}: a validator's key, not in the genesis's set"),
+        let validator = i < usize::from(layout.nodes);
+        let role = match (validator, member.seed) {
+            (true, _) => format!("Validator {i} of {}", layout.nodes),
+            (false, Some(_)) => format!("Node {i}: a validator's key, not in the genesis's set"),
+            (false, None) => format!("Node {i}: a full node (no consensus key, never votes)"),
+        };
+        let serves_rpc = !(validator && layout.no_validator_rpc);
+        let rpc = match serves_rpc {
+            true => format!("rpc_addr = \"{}\"\n", member.rpc),
+            false => "\n[rpc]\n# Applications use the full nodes.\nenabled = false\n".to_owned(),
+        };
+        let consensus = match member.seed {
+            Some(_) => "key = \"consensus.key\"",
+            None => "full_node = true",
         };
         let config = format!(
             "# {role} (`stave node --config {config_path}`).\n\
              datadir = \"data\"\ngenesis = \"../genesis.json\"\n\
-             rpc_addr = \"{rpc}\"\nmetrics_addr = \"{metrics}\"\nblock_time_ms = {block_time}\n\n\
-             [consensus]\nkey = \"consensus.key\"\n\n\
+             metrics_addr = \"{metrics}\"\nblock_time_ms = {block_time}\n{rpc}\n\
+             [consensus]\n{consensus}\n\n\
              [p2p]\nlisten = \"{p2p}\"\nca = \"ca.pem\"\ncert = \"node.pem\"\nkey = \"node.key\"\n\
              allowed = [{allowed}]\n{peers}",
             config_path = config_path.display(),
-            rpc = member.rpc,
             metrics = member.metrics,
             block_time = layout.block_time_ms,
             p2p = member.p2p,
@@ -206,8 +269,8 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
         write_new(&config_path, &config, false)?;
         written.push(TestnetMember {
             config: config_path,
-            rpc: member.rpc,
-            validator: member.validator,
+            rpc: serves_rpc.then_some(member.rpc),
+            validator: member.validator(),
         });
     }
     Ok(written)

@@ -22,8 +22,8 @@ use std::{
 };
 
 use stave_consensus::{
-    ConsensusBlock, OtherValidators, StaveApp, ValidatorConfig, ValidatorSets, chain_actor, keys,
-    run_validator,
+    CertifiedPeers, ConsensusBlock, RunChecker, StaveApp, ValidatorConfig, ValidatorSets,
+    chain_actor, keys, run_validator,
 };
 use stave_node::{BlockProducer, Produced};
 use stave_primitives::{B256, ChainSpec, keccak256};
@@ -72,7 +72,7 @@ pub(crate) struct Validator {
 /// another chain (or the same genesis state under another chain id, validator set or
 /// epoch length) accept none of each other's votes. A genesis without epochs adds no
 /// epoch length, so chains made before epochs keep their namespace.
-fn namespace(spec: &ChainSpec, genesis: &ConsensusBlock) -> Vec<u8> {
+pub(crate) fn namespace(spec: &ChainSpec, genesis: &ConsensusBlock) -> Vec<u8> {
     let validators: Vec<u8> = spec.validators().iter().flat_map(|key| key.0).collect();
     let epochs = match spec.epoch_length() {
         u64::MAX => Vec::new(),
@@ -86,6 +86,24 @@ fn namespace(spec: &ChainSpec, genesis: &ConsensusBlock) -> Vec<u8> {
         &epochs,
     ]
     .concat()
+}
+
+/// The catch-up source of a node of the chain `spec` describes, whose engine signs under
+/// `namespace`: its peers on `p2p`, their runs checked against `sets`.
+pub(crate) fn certified_peers(
+    spec: &ChainSpec,
+    p2p: &P2p,
+    sets: Arc<ValidatorSets>,
+    namespace: &[u8],
+) -> CertifiedPeers {
+    let length = NonZeroU64::new(spec.epoch_length()).unwrap_or(NonZeroU64::MAX);
+    let checker = RunChecker::new(sets, namespace, length);
+    CertifiedPeers::new(
+        p2p.gossip.clone(),
+        p2p.network.clone(),
+        checker,
+        tokio::runtime::Handle::current(),
+    )
 }
 
 /// Fails with `message` unless `holds`.
@@ -151,14 +169,6 @@ pub(crate) fn start(
         .map_err(key_error("in the genesis's validator set"))?;
     // `NodeConfig::check` saw it exceed the block time, the idle leader's wait.
     let leader_timeout = config.leader_timeout;
-    // Blocks and senders taken from the other validators when catching up, rather than
-    // waited for and recovered.
-    let others = OtherValidators::new(
-        p2p.gossip.clone(),
-        &validators,
-        &keys::public_key(&public).map_err(key_error("this validator's consensus key"))?,
-        tokio::runtime::Handle::current(),
-    );
     let (actor, app) = chain_actor(producer, pool, idle_wait, move |produced| {
         tracing::info!(
             number = produced.block.number(),
@@ -170,13 +180,17 @@ pub(crate) fn start(
     })
     .map_err(LaunchError::import("starting the chain actor"))?;
     let sets = Arc::new(ValidatorSets::new(&validators));
+    let genesis = ConsensusBlock::genesis(spec);
+    let namespace = namespace(spec, &genesis);
+    // Certified blocks taken from peers when catching up, rather than waited for from
+    // marshal and their senders recovered.
+    let peers = certified_peers(spec, p2p, sets.clone(), &namespace);
     let (actor, epoch_starts) = actor
-        .with_catch_up(Box::new(others), p2p.catching_up.clone())
+        .with_catch_up(Box::new(peers), p2p.catching_up.clone())
         .with_epochs(spec.epoch_length(), sets.clone())?;
     let app = app
         .with_catching_up(p2p.catching_up.clone())
         .with_tip(highest_block);
-    let genesis = ConsensusBlock::genesis(spec);
     let epochs = EpochSets {
         sets: sets.clone(),
         starts: epoch_starts.clone(),
@@ -189,13 +203,14 @@ pub(crate) fn start(
             .storage
             .clone()
             .unwrap_or_else(|| datadir.join("consensus")),
-        namespace: namespace(spec, &genesis),
+        namespace,
         genesis,
         leader_timeout,
         epoch_length: NonZeroU64::new(spec.epoch_length())
             .expect("the genesis refuses epochs under 2 blocks"),
         epoch_starts,
         committed_tips: app.committed_tips(),
+        finalizations: app.finalizations(),
     };
     let actor = supervisor.spawn("chain actor", "chain-actor", move || {
         actor

@@ -21,7 +21,11 @@ fn error_code(response: &Value) -> i64 {
 #[test]
 fn a_dev_node_serves_json_rpc_makes_blocks_and_stops() {
     let node = dev_node(50);
-    assert_ne!(node.rpc_addr().port(), 0, "the bound port");
+    assert_ne!(
+        node.rpc_addr().expect("JSON-RPC on").port(),
+        0,
+        "the bound port"
+    );
     assert!(node.p2p_addr().is_none() && node.validator().is_none());
     assert!(node.metrics_addr().is_none());
     assert_eq!(node.result("eth_chainId", json!([])), json!("0x539"));
@@ -42,7 +46,7 @@ fn a_dev_node_serves_json_rpc_makes_blocks_and_stops() {
     });
     let datadir = node.datadir().to_path_buf();
     assert!(datadir.is_dir());
-    let rpc = node.rpc_addr();
+    let rpc = node.rpc_addr().expect("JSON-RPC on");
     let stopped = node.stop().expect("stops");
     assert!(stopped.error.is_none(), "{:?}", stopped.error);
     assert!(stopped.head > head);
@@ -166,7 +170,7 @@ fn a_config_file_sets_genesis_datadir_and_ports() {
     // The process's one metrics recorder is not this test's to take.
     config.metrics_addr = None;
     let node = RunningNode::start(config).expect("starts");
-    assert_eq!(node.rpc_addr().port(), port);
+    assert_eq!(node.rpc_addr().expect("JSON-RPC on").port(), port);
     assert_eq!(node.result("eth_chainId", json!([])), json!("0x1092"));
     let funded = stave_primitives::dev::dev_account(1).address;
     assert_ne!(

@@ -240,7 +240,7 @@ fn connections_per_address_are_capped_and_idle_ones_closed() {
     config.rpc.ws_ping_interval = Duration::from_secs(1);
     let node = RunningNode::start(config).expect("starts");
     let open = |read_timeout: Duration| {
-        let stream = TcpStream::connect(node.rpc_addr()).expect("connects");
+        let stream = TcpStream::connect(node.rpc_addr().expect("JSON-RPC on")).expect("connects");
         stream
             .set_read_timeout(Some(read_timeout))
             .expect("a timeout");
@@ -291,7 +291,12 @@ fn a_websocket_holds_at_most_its_cap_of_subscriptions_and_the_earlier_ones_keep_
     config.block_time = Duration::from_millis(200);
     config.rpc.max_subscriptions_per_connection = 2;
     let node = RunningNode::start(config).expect("starts");
-    let connect = || WebSocket::connect(node.rpc_addr(), Duration::from_secs(10));
+    let connect = || {
+        WebSocket::connect(
+            node.rpc_addr().expect("JSON-RPC on"),
+            Duration::from_secs(10),
+        )
+    };
     let subscribe = |ws: &mut WebSocket| {
         let id = ws.request("eth_subscribe", json!(["newHeads"]));
         ws.answer(id)
@@ -341,7 +346,7 @@ fn websockets_are_pinged_and_one_that_never_answers_is_dropped() {
     config.rpc.ws_ping_interval = Duration::from_millis(300);
     config.rpc.idle_timeout = Duration::from_secs(1);
     let node = RunningNode::start(config).expect("starts");
-    let addr = node.rpc_addr();
+    let addr = node.rpc_addr().expect("JSON-RPC on");
     // A client that reads but never answers a ping.
     let silent = std::thread::spawn(move || {
         let mut ws = WebSocket::connect(addr, Duration::from_secs(10));

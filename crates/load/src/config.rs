@@ -20,9 +20,14 @@ pub struct LoadConfig {
     /// The node's JSON-RPC URL.
     #[cfg_attr(feature = "clap", arg(long))]
     pub rpc: String,
-    /// Sender accounts (deterministic dev accounts 0..N, funded by the run).
+    /// Sender accounts (deterministic dev accounts K..K+N, K `--first-account`, funded by
+    /// the run).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 100))]
     pub accounts: usize,
+    /// The first sender account's index: loads run side by side (say, one per node)
+    /// need senders of their own, or their nonces collide.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0))]
+    pub first_account: u64,
     /// Transactions to send [default: rate × duration at a fixed rate with --duration,
     /// else 10,000].
     #[cfg_attr(feature = "clap", arg(long))]
@@ -70,6 +75,15 @@ impl LoadConfig {
             return Err(LoadError::Config(format!(
                 "--connections must be 1 to {MAX_CONNECTIONS}"
             )));
+        }
+        if self
+            .first_account
+            .checked_add(self.accounts as u64)
+            .is_none()
+        {
+            return Err(LoadError::Config(
+                "--first-account plus --accounts is past the last account".into(),
+            ));
         }
         if self.tx_count() == 0 {
             return Err(LoadError::Config("--txs must be at least 1".into()));
@@ -154,6 +168,7 @@ mod tests {
         let mut config = LoadConfig {
             rpc: String::new(),
             accounts: 1,
+            first_account: 0,
             txs: None,
             rate: Rate::PerSecond(250.0),
             duration: Some(Duration::from_secs(2)),

@@ -95,7 +95,8 @@ pub async fn run(
         .map_err(LoadError::rpc("reading the suggested tip"))?;
     let builder = TxBuilder::eip1559(chain_id, 2 * base_fee + tip, tip);
 
-    let senders: Vec<LocalSigner> = (0..config.accounts as u64)
+    let first = config.first_account;
+    let senders: Vec<LocalSigner> = (first..first + config.accounts as u64)
         .into_par_iter()
         .map(|i| LocalSigner::from_secret(&dev_account(i).secret))
         .collect::<Result<_, _>>()

@@ -7,8 +7,10 @@
 //!   rebuilds the body from the transactions gossip has seen, asks the sender for the ones
 //!   it lacks (or all of them, if the rebuilt body does not match the header), hands the
 //!   block to the node and passes the compact form on.
-//! - **Catching up**, a node asks a peer for stored blocks by number ([`BLOCKS`]) and for
-//!   the senders that peer recovered for them ([`SENDERS`]).
+//! - **Catching up**, a node asks a peer for a run of stored headers ending at a block the
+//!   peer holds a finalization certificate for, with the senders that peer recovered
+//!   ([`CERTIFIED`]), then for the blocks by number ([`BLOCKS`]). Gossip carries the
+//!   certificate as opaque bytes: the consensus side checks it.
 //!
 //! The transactions gossip has seen (sent or received, admitted or not) stay in a bounded
 //! cache by hash: that is what compact blocks are rebuilt from.
@@ -43,9 +45,10 @@ pub const COMPACT_BLOCK: u16 = 2;
 pub const BLOCK_TXS: u16 = 3;
 /// Module of requests for whole blocks by number (a node catching up).
 pub const BLOCKS: u16 = 4;
-/// Module of requests for the senders of blocks by number (a node catching up).
-pub const SENDERS: u16 = 5;
-/// Most blocks one [`BLOCKS`] or [`SENDERS`] response carries.
+/// Module of requests for a certified run of headers and their senders by number (a node
+/// catching up).
+pub const CERTIFIED: u16 = 5;
+/// Most blocks one [`BLOCKS`] or [`CERTIFIED`] response carries.
 pub const MAX_BLOCKS_PER_REQUEST: u32 = 64;
 /// Rebuilt blocks waiting for the node to take them; beyond this, more are dropped
 /// (counted) rather than waited on: a node that does not read them (a validator, whose
@@ -57,6 +60,14 @@ pub trait TxAdmission: Send + Sync + 'static {
     /// Admits transactions received from a peer (verifying them and caching their senders);
     /// returns, for each, whether it was accepted. Runs on a blocking thread.
     fn admit(&self, txs: &[Bytes]) -> Vec<bool>;
+
+    /// True while the node takes no gossiped transactions (it is catching up: they are
+    /// most likely in the blocks it lacks). Gossip then drops what arrives without
+    /// remembering it, so a copy sent again later (a full node rebroadcasting what stays
+    /// in its pool) is taken. False by default. Runs on a blocking thread.
+    fn deferring(&self) -> bool {
+        false
+    }
 
     /// The transactions the pool holds, in their wire form, offered to each peer that
     /// connects: a transaction admitted while no peer was connected (a partition, a node
@@ -72,42 +83,61 @@ pub trait BlockSource: Send + Sync + 'static {
     /// Block `number` in its wire form, if stored. Runs on a blocking thread.
     fn block(&self, number: u64) -> Option<Vec<u8>>;
 
-    /// Block `number`'s hash and its transactions' senders in block order, as this node
-    /// recovered them, if stored. Runs on a blocking thread.
-    fn senders(&self, number: u64) -> Option<BlockSenders>;
+    /// Block `number`'s header (RLP, as hashed) and its transactions' senders in block
+    /// order, as this node recovered them, if stored. Runs on a blocking thread.
+    fn header_senders(&self, number: u64) -> Option<HeaderSenders>;
+
+    /// A finalization certificate of block `number` (the consensus engine's encoding), if
+    /// this node holds one. Runs on a blocking thread.
+    fn finalization(&self, number: u64) -> Option<Vec<u8>>;
 }
 
-/// A block's transactions' senders, as a peer recovered them: a hint a node catching up
-/// may use instead of recovering them itself, once enough peers agree on it.
+/// A block's header and its transactions' senders, as a peer stored them: the header is
+/// checked by its hash against a certificate; the senders are a hint a node catching up
+/// may use instead of recovering them itself (the block's state root refutes wrong ones).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockSenders {
-    /// The block's hash.
-    pub hash: B256,
+pub struct HeaderSenders {
+    /// The header's RLP, exactly as hashed.
+    pub header: Bytes,
     /// One sender per transaction, in block order.
     pub senders: Vec<Address>,
 }
 
-impl BlockSenders {
-    /// The wire form: the hash, then 20 bytes per sender.
+impl HeaderSenders {
+    /// The wire form: the header's length (u32 LE), the header, then 20 bytes per sender.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(32 + 20 * self.senders.len());
-        out.extend_from_slice(self.hash.as_slice());
+        let mut out = Vec::with_capacity(4 + self.header.len() + 20 * self.senders.len());
+        out.extend_from_slice(&(self.header.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.header);
         for sender in &self.senders {
             out.extend_from_slice(sender.as_slice());
         }
         out
     }
 
-    /// Reads the wire form (a peer's, so hostile); `None` unless it is a hash and whole
-    /// senders.
-    pub fn decode(bytes: &[u8]) -> Option<Self> {
-        let (hash, senders) = bytes.split_first_chunk::<32>()?;
-        let (senders, rest) = senders.as_chunks::<20>();
-        rest.is_empty().then(|| Self {
-            hash: B256::from(*hash),
+    /// Reads the wire form (a peer's, so hostile); `None` unless it is a length, that many
+    /// header bytes and whole senders.
+    pub fn decode(bytes: &Bytes) -> Option<Self> {
+        let (length, rest) = bytes.split_first_chunk::<4>()?;
+        let length = u32::from_le_bytes(*length) as usize;
+        let senders = rest.get(length..)?;
+        let (senders, partial) = senders.as_chunks::<20>();
+        partial.is_empty().then(|| Self {
+            header: bytes.slice(4..4 + length),
             senders: senders.iter().copied().map(Address::from).collect(),
         })
     }
+}
+
+/// A peer's answer to a [`CERTIFIED`] request: consecutive headers (with senders) from the
+/// height asked for, the last of which the certificate names. Nothing in it is checked
+/// yet but its shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertifiedRun {
+    /// The finalization certificate of the last block (opaque here).
+    pub certificate: Bytes,
+    /// The headers and senders, oldest first; never empty.
+    pub blocks: Vec<HeaderSenders>,
 }
 
 /// Batching and cache sizes, and who may send blocks.
@@ -217,7 +247,7 @@ impl Gossip {
         let compact = network.register(GROUP, COMPACT_BLOCK, config.backlog);
         let requests = network.register(GROUP, BLOCK_TXS, config.backlog);
         let block_requests = network.register(GROUP, BLOCKS, config.backlog);
-        let sender_requests = network.register(GROUP, SENDERS, config.backlog);
+        let certified_requests = network.register(GROUP, CERTIFIED, config.backlog);
         let gossip = Gossip {
             inner: Arc::new(Inner {
                 network,
@@ -239,7 +269,7 @@ impl Gossip {
         tasks.spawn("gossip transaction loop", gossip.clone().tx_loop(txs));
         tasks.spawn("gossip greeter", gossip.clone().greet_loop(connected));
         tasks.spawn("gossip block loop", gossip.clone().compact_loop(compact));
-        gossip.serve(requests, block_requests, sender_requests);
+        gossip.serve(requests, block_requests, certified_requests);
         (gossip, blocks)
     }
 
@@ -422,27 +452,66 @@ impl Gossip {
                 }
             };
             metrics::counter!("stave_gossip_txs_received_total").increment(txs.len() as u64);
-            let fresh = self.remember(txs);
+            let fresh = self.unknown(txs);
             if fresh.is_empty() {
                 continue;
             }
+            // Remembered only once admission has seen them (this loop takes one message
+            // at a time, so no copy slips in between): what a deferring node dropped is
+            // taken when it comes again.
             let admission = self.inner.admission.clone();
-            let admitted = tokio::task::spawn_blocking(move || {
-                let verdicts = admission.admit(&fresh);
+            let verdicts = tokio::task::spawn_blocking(move || {
+                let verdicts = (!admission.deferring()).then(|| {
+                    let txs: Vec<Bytes> = fresh.iter().map(|(_, tx)| tx.clone()).collect();
+                    admission.admit(&txs)
+                });
+                (fresh, verdicts)
+            })
+            .await;
+            let Ok((fresh, verdicts)) = verdicts else {
+                continue;
+            };
+            let Some(verdicts) = verdicts else {
+                metrics::counter!("stave_gossip_txs_ignored_total").increment(fresh.len() as u64);
+                continue;
+            };
+            let admitted: Vec<Bytes> = {
+                let mut state = self.inner.state.lock();
                 fresh
                     .into_iter()
                     .zip(verdicts)
-                    .filter_map(|(tx, ok)| ok.then_some(tx))
-                    .collect::<Vec<_>>()
-            })
-            .await;
-            if let Ok(admitted) = admitted
-                && !admitted.is_empty()
-            {
+                    .filter_map(|((hash, tx), ok)| {
+                        state.known.insert(hash, tx.clone());
+                        ok.then_some(tx)
+                    })
+                    .collect()
+            };
+            if !admitted.is_empty() {
                 metrics::counter!("stave_gossip_txs_admitted_total")
                     .increment(admitted.len() as u64);
                 let _ = self.inner.batches.send((Some(message.peer), admitted));
             }
+        }
+    }
+
+    /// `txs` this node has not seen yet, with their hashes (not remembered yet).
+    fn unknown(&self, txs: Vec<Bytes>) -> Vec<(B256, Bytes)> {
+        let hashes: Vec<B256> = txs.iter().map(keccak256).collect();
+        let state = self.inner.state.lock();
+        hashes
+            .into_iter()
+            .zip(txs)
+            .filter(|(hash, _)| !state.known.contains(hash))
+            .collect()
+    }
+
+    /// Sends `txs` to every peer again, whether or not gossip sent them before: a full
+    /// node's pool rebroadcasts what stays unincluded, since a validator that was catching
+    /// up when they first came dropped them.
+    pub fn rebroadcast(&self, txs: &[Bytes]) {
+        let config = &self.inner.config;
+        for batch in txs.chunks(config.batch_txs.max(1)) {
+            self.send_batch(None, batch);
         }
     }
 
@@ -607,19 +676,36 @@ impl Gossip {
         Ok(blocks)
     }
 
-    /// Asks `peer` for the senders of up to `count` consecutive blocks from `from` (at
-    /// most [`MAX_BLOCKS_PER_REQUEST`]); a peer that has fewer blocks sends fewer.
-    pub async fn fetch_senders(
+    /// Asks `peer` for the headers and senders of up to `count` consecutive blocks from
+    /// `from` (at most [`MAX_BLOCKS_PER_REQUEST`]), ending at the highest of them it holds
+    /// a finalization certificate for: `None` when it holds none there. A malformed answer
+    /// is an error and an offence; the certificate and the headers are the caller's to
+    /// check.
+    pub async fn fetch_certified(
         &self,
         peer: NodeId,
         from: u64,
         count: u32,
-    ) -> Result<Vec<BlockSenders>, GossipError> {
-        self.request_list(peer, SENDERS, range_request(from, count))
-            .await?
-            .iter()
-            .map(|item| BlockSenders::decode(item).ok_or(GossipError::MalformedSenders))
-            .collect()
+    ) -> Result<Option<CertifiedRun>, GossipError> {
+        let items = self
+            .request_list(peer, CERTIFIED, range_request(from, count))
+            .await?;
+        let Some((certificate, blocks)) = items.split_first() else {
+            return Ok(None);
+        };
+        let blocks: Option<Vec<HeaderSenders>> = blocks.iter().map(HeaderSenders::decode).collect();
+        match blocks {
+            Some(blocks) if !blocks.is_empty() && !certificate.is_empty() => {
+                Ok(Some(CertifiedRun {
+                    certificate: certificate.clone(),
+                    blocks,
+                }))
+            }
+            _ => {
+                self.offence(peer, Offence::BadMessage, &GossipError::MalformedCertified);
+                Err(GossipError::MalformedCertified)
+            }
+        }
     }
 
     fn offence(&self, peer: NodeId, offence: Offence, error: &dyn std::fmt::Display) {
@@ -638,9 +724,10 @@ pub enum GossipError {
     /// The network refused.
     #[error(transparent)]
     Net(#[from] NetError),
-    /// A peer's senders response is not a block hash followed by whole addresses.
-    #[error("malformed senders response")]
-    MalformedSenders,
+    /// A peer's certified-run answer is not a certificate followed by headers with
+    /// whole senders.
+    #[error("malformed certified-run response")]
+    MalformedCertified,
 }
 
 /// A request for `count` blocks from `from`.

@@ -1,5 +1,5 @@
 //! Replays the checked-in fuzz corpora of the network's decoders (`fuzz/corpus/frame/`,
-//! `fuzz/corpus/compact/`, `fuzz/corpus/senders/`, `fuzz/corpus/range_request/`) through the checks the fuzz targets run, so every finding stays
+//! `fuzz/corpus/compact/`, `fuzz/corpus/header_senders/`, `fuzz/corpus/range_request/`) through the checks the fuzz targets run, so every finding stays
 //! fixed under plain `cargo test`.
 
 use std::path::Path;
@@ -32,8 +32,8 @@ fn compact_corpus_holds() {
 }
 
 #[test]
-fn senders_corpus_holds() {
-    replay("senders", net_checks::senders);
+fn header_senders_corpus_holds() {
+    replay("header_senders", net_checks::header_senders);
 }
 
 #[test]
@@ -49,8 +49,8 @@ proptest! {
     }
 
     #[test]
-    fn arbitrary_sender_lists_read_back_exactly(data in proptest::collection::vec(any::<u8>(), 0..600)) {
-        net_checks::senders(&data);
+    fn arbitrary_header_sender_items_read_back_exactly(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+        net_checks::header_senders(&data);
     }
 
     #[test]

@@ -17,8 +17,8 @@ use parking_lot::Mutex;
 use stave_codec::encode_block;
 use stave_exec::MemoryState;
 use stave_net::{
-    BlockParts, BlockSenders, BlockSource, CompactBlock, Gossip, GossipConfig, Network, Offence,
-    ProtocolId, ReceivedBlock, TxAdmission, gossip,
+    BlockParts, BlockSource, CertifiedRun, CompactBlock, Gossip, GossipConfig, HeaderSenders,
+    Network, Offence, ProtocolId, ReceivedBlock, TxAdmission, gossip,
 };
 use stave_primitives::{
     Address, Block, ChainSpec, DEFAULT_BASE_FEE, DEV_GAS_LIMIT, Header, SignedTx,
@@ -298,22 +298,32 @@ impl BlockSource for Stored {
         self.0.get(number as usize).cloned()
     }
 
-    fn senders(&self, number: u64) -> Option<BlockSenders> {
+    fn header_senders(&self, number: u64) -> Option<HeaderSenders> {
         self.0
             .get(number as usize)
-            .map(|block| made_up_senders(number, block))
+            .map(|block| made_up_header(number, block))
+    }
+
+    fn finalization(&self, number: u64) -> Option<Vec<u8>> {
+        (number % 4 == 1).then(|| made_up_certificate(number))
     }
 }
 
-/// The senders `Stored` serves for block `number`: two, made up from the number.
-fn made_up_senders(number: u64, block: &[u8]) -> BlockSenders {
-    BlockSenders {
-        hash: stave_primitives::keccak256(block),
+/// The header and senders `Stored` serves for block `number`: the block's first bytes and
+/// two senders made up from the number.
+fn made_up_header(number: u64, block: &[u8]) -> HeaderSenders {
+    HeaderSenders {
+        header: Bytes::copy_from_slice(&block[..12]),
         senders: vec![
             Address::repeat_byte(number as u8),
             Address::with_last_byte(1),
         ],
     }
+}
+
+/// The certificate `Stored` holds for every fourth block (1, 5, 9): made up from its number.
+fn made_up_certificate(number: u64) -> Vec<u8> {
+    format!("certificate of {number}").into_bytes()
 }
 
 /// Node 0 serving blocks 0..10 (two transfers each) from [`Stored`], its gossip (keep it
@@ -375,44 +385,47 @@ async fn a_node_catching_up_fetches_stored_blocks_by_number() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_catching_up_fetches_the_senders_a_peer_recovered() {
+async fn a_node_catching_up_fetches_a_run_up_to_the_last_block_the_peer_certified() {
     let chain = Chain::new(3);
     let (stored, _serving, behind) = serving_and_behind(&chain).await;
+    let fetch = |from, count| behind.gossip.fetch_certified(chain.ids[0], from, count);
 
-    let fetched = behind
-        .gossip
-        .fetch_senders(chain.ids[0], 3, 5)
-        .await
-        .expect("served");
-    let expected: Vec<BlockSenders> = (3..8)
-        .map(|n| made_up_senders(n, &stored[n as usize]))
-        .collect();
-    assert_eq!(fetched, expected);
-    // Past the head: what there is, then nothing.
-    let fetched = behind
-        .gossip
-        .fetch_senders(chain.ids[0], 8, 64)
-        .await
-        .expect("served");
-    assert_eq!(fetched.len(), 2);
+    // Blocks 3..8 asked for: 5 is the last certified one.
+    let run = fetch(3, 5).await.expect("served").expect("a run");
+    let expected = CertifiedRun {
+        certificate: Bytes::from(made_up_certificate(5)),
+        blocks: (3..=5)
+            .map(|n| made_up_header(n, &stored[n as usize]))
+            .collect(),
+    };
+    assert_eq!(run, expected);
+    // Past the head: up to the last certified block it has (9).
+    let run = fetch(6, 64).await.expect("served").expect("a run");
+    assert_eq!(run.blocks.len(), 4);
+    assert_eq!(run.certificate, Bytes::from(made_up_certificate(9)));
+    // No certificate in the range: nothing.
+    assert_eq!(fetch(2, 3).await.expect("served"), None);
+    assert_eq!(fetch(u64::MAX, 64).await.expect("served"), None);
 
-    // A peer answering with something that is not a hash and whole senders is an error.
+    // A peer answering with a header whose length runs past its item is an error.
     let liar = chain.start(2, vec![], |_| {}).await;
-    let mut requests = liar.register(gossip::GROUP, gossip::SENDERS, 4);
+    let mut requests = liar.register(gossip::GROUP, gossip::CERTIFIED, 4);
     let asker = node(&chain, 1, &[(2, &liar)]).await;
     eventually("connection", || asker.network.peers().len() == 1).await;
     let answering = tokio::spawn(async move {
         let request = requests.recv().await.expect("a request");
-        let item = [0u8; 32 + 19];
-        let list = stave_codec::encode_indexed(&[item], |item, out| out.extend_from_slice(item))
+        let mut item = 100u32.to_le_bytes().to_vec();
+        item.extend_from_slice(&[7; 40]);
+        let items = [b"certificate".to_vec(), item];
+        let list = stave_codec::encode_indexed(&items, |item, out| out.extend_from_slice(item))
             .expect("encodes");
         liar.respond(&request, Bytes::from(list))
             .await
             .expect("sent");
     });
-    let refused = asker.gossip.fetch_senders(chain.ids[2], 0, 1).await;
+    let refused = asker.gossip.fetch_certified(chain.ids[2], 0, 1).await;
     assert!(
-        matches!(refused, Err(stave_net::GossipError::MalformedSenders)),
+        matches!(refused, Err(stave_net::GossipError::MalformedCertified)),
         "{refused:?}"
     );
     answering.await.expect("answered");
@@ -426,7 +439,11 @@ impl BlockSource for Large {
         Some(self.0.clone())
     }
 
-    fn senders(&self, _number: u64) -> Option<BlockSenders> {
+    fn header_senders(&self, _number: u64) -> Option<HeaderSenders> {
+        None
+    }
+
+    fn finalization(&self, _number: u64) -> Option<Vec<u8>> {
         None
     }
 }

@@ -289,6 +289,21 @@ fn encode_all_but_receipts<'a>(input: &BlockToCommit<'a>, parallel: bool) -> Wri
     batch
 }
 
+/// Stores each `(number, certificate)` as that block's finalization certificate, in a
+/// write of their own: a certificate is evidence for peers catching up, not part of the
+/// block, so one written late or lost in a crash costs only that peers check the block
+/// against a descendant's certificate instead.
+pub fn store_finalizations(
+    store: &dyn KvStore,
+    certificates: &[(u64, Vec<u8>)],
+) -> Result<(), StorageError> {
+    let mut batch = WriteBatch::new();
+    for (number, certificate) in certificates {
+        batch.put(Table::Finalizations, number.to_be_bytes(), certificate);
+    }
+    store.write(batch)
+}
+
 /// Commits a block on top of the stored head in one transaction. The block must be the
 /// head's successor (or block 0 of an empty store); the head itself or an older stored
 /// block is a no-op; a different block at a stored height is an error.

@@ -35,11 +35,14 @@ pub enum Table {
     /// Block number → the block's state changes, for the blocks after the flushed height:
     /// a restart rebuilds their state layers from these instead of executing them again.
     StateDiffs,
+    /// Block number → a finalization certificate of the block (the consensus engine's
+    /// encoding, opaque here): what a node catching up checks the block against.
+    Finalizations,
 }
 
 impl Table {
     /// Every table, in a fixed order (the order of the LMDB databases).
-    pub const ALL: [Table; 12] = [
+    pub const ALL: [Table; 13] = [
         Table::Headers,
         Table::BlockNumbers,
         Table::Bodies,
@@ -52,6 +55,7 @@ impl Table {
         Table::Code,
         Table::Meta,
         Table::StateDiffs,
+        Table::Finalizations,
     ];
 
     /// The table's name in the data dir.
@@ -69,6 +73,7 @@ impl Table {
             Table::Code => "code",
             Table::Meta => "meta",
             Table::StateDiffs => "state_diffs",
+            Table::Finalizations => "finalizations",
         }
     }
 

@@ -18,7 +18,9 @@
 //!   `format` → the [`crate::commit::DATA_FORMAT`] (u32) the data dir was created in,
 //!   written with block 0;
 //! - `StateDiffs`: number → the state changes of a block after the flushed height
-//!   ([`stave_primitives::encode_stored_diff`]), deleted when its state is flushed.
+//!   ([`stave_primitives::encode_stored_diff`]), deleted when its state is flushed;
+//! - `Finalizations`: number → a finalization certificate of that block, as the consensus
+//!   engine encodes it (not every block has one: a block is final once a descendant is).
 
 use alloy_primitives::{Address, U256};
 

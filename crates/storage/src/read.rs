@@ -76,6 +76,18 @@ pub fn header(store: &dyn KvStore, number: u64) -> Result<Option<Header>, Storag
     })
 }
 
+/// The header stored at `number` in its RLP form, as hashed: what a peer catching up
+/// checks against the block hash a certificate names.
+pub fn encoded_header(store: &dyn KvStore, number: u64) -> Result<Option<Vec<u8>>, StorageError> {
+    store.get(Table::Headers, &number.to_be_bytes())
+}
+
+/// The finalization certificate stored for block `number`, if any (opaque bytes: the
+/// consensus engine's encoding).
+pub fn finalization(store: &dyn KvStore, number: u64) -> Result<Option<Vec<u8>>, StorageError> {
+    store.get(Table::Finalizations, &number.to_be_bytes())
+}
+
 /// The body of block `number` as it was received: its offset-indexed transaction list
 /// (see docs/wire-formats.md), undecoded, for callers that forward it or parse only what
 /// they need.

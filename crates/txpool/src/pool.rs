@@ -660,6 +660,25 @@ impl TxPool {
         held.iter().map(|held| held.tx.tx.encoded()).collect()
     }
 
+    /// The transactions admitted before position `before` ([`TxPool::admission_position`])
+    /// that the pool still holds, at most `max`, in their wire form, each sender's in
+    /// nonce order: what a full node rebroadcasts when they stay unincluded.
+    pub fn encoded_before(&self, before: u64, max: usize) -> Vec<Vec<u8>> {
+        let held: Vec<Arc<PoolTx>> = {
+            let inner = self.inner.lock();
+            inner
+                .book
+                .senders
+                .values()
+                .flat_map(|queue| queue.txs.values())
+                .filter(|tx| tx.arrival < before)
+                .take(max)
+                .cloned()
+                .collect()
+        };
+        held.iter().map(|held| held.tx.tx.encoded()).collect()
+    }
+
     /// Every sender's pending and queued transactions.
     pub fn content(&self) -> BTreeMap<Address, SenderContent> {
         let inner = self.inner.lock();

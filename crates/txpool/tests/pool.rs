@@ -161,6 +161,20 @@ fn encoded_gives_every_held_tx_as_sent_each_senders_in_nonce_order() {
 }
 
 #[test]
+fn encoded_before_gives_only_what_was_admitted_before_a_position() {
+    let (pool, state, _) = setup(|_| {});
+    let early = transfer(0, 0, FEE, 1);
+    add_one(&pool, &state, early.clone()).unwrap();
+    let position = pool.admission_position();
+    let late = transfer(1, 0, FEE, 1);
+    add_one(&pool, &state, late.clone()).unwrap();
+    assert_eq!(pool.encoded_before(position, 10), vec![early.clone()]);
+    assert_eq!(pool.encoded_before(pool.admission_position(), 10).len(), 2);
+    assert_eq!(pool.encoded_before(pool.admission_position(), 1).len(), 1);
+    assert!(pool.encoded_before(0, 10).is_empty());
+}
+
+#[test]
 fn refusals_carry_the_messages_clients_match_on() {
     let (pool, mut state, _) = setup(|config| config.max_nonce_gap = 4);
     let bytes = transfer(0, 0, FEE, 1);

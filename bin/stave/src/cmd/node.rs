@@ -96,12 +96,15 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let bound = node.rpc_addr();
+    let rpc = match node.rpc_addr() {
+        Some(bound) => format!("JSON-RPC on http://{bound} and ws://{bound}"),
+        None => "JSON-RPC off".to_owned(),
+    };
     let metrics = match node.metrics_addr() {
         Some(addr) => format!("metrics on http://{addr}/metrics"),
         None => "no metrics".to_owned(),
     };
-    println!("JSON-RPC on http://{bound} and ws://{bound}; {metrics}");
+    println!("{rpc}; {metrics}");
     if let Some(public) = node.validator() {
         println!("validator {public}: consensus on the P2P network");
     }

@@ -45,7 +45,7 @@ fn init(args: &InitArgs) -> anyhow::Result<()> {
             serde_json::json!({
                 "node": i,
                 "config": member.config,
-                "rpc": format!("http://{}", member.rpc),
+                "rpc": member.rpc.map(|addr| format!("http://{addr}")),
                 "validator": member.validator,
             })
         );

@@ -78,7 +78,28 @@ impl Node {
 
     /// Runs `command` (a `stave node` serving JSON-RPC on `port` and metrics on
     /// `metrics_port`) and waits until it answers JSON-RPC.
-    pub fn launch(mut command: Command, port: u16, metrics_port: u16) -> Self {
+    pub fn launch(command: Command, port: u16, metrics_port: u16) -> Self {
+        Self::launch_when(command, port, metrics_port, |node| {
+            node.try_post(r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}"#)
+                .is_ok()
+        })
+    }
+
+    /// Runs `command` (a `stave node` that serves no JSON-RPC, and metrics on
+    /// `metrics_port`) and waits until its metrics endpoint accepts connections.
+    pub fn launch_without_rpc(command: Command, metrics_port: u16) -> Self {
+        Self::launch_when(command, 0, metrics_port, |node| {
+            std::net::TcpStream::connect(("127.0.0.1", node.metrics_port)).is_ok()
+        })
+    }
+
+    /// Runs `command` and waits until `started` says it is up.
+    fn launch_when(
+        mut command: Command,
+        port: u16,
+        metrics_port: u16,
+        started: impl Fn(&Self) -> bool,
+    ) -> Self {
         // The node's stderr goes to an unnamed file, so a node that fails to start says why.
         let stderr = tempfile::tempfile().expect("a file for the node's stderr");
         let child = command
@@ -93,10 +114,7 @@ impl Node {
             stderr,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
-        while node
-            .try_post(r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}"#)
-            .is_err()
-        {
+        while !started(&node) {
             let exited = node.child.try_wait().expect("the node's status");
             if exited.is_some() || Instant::now() >= deadline {
                 let said = node.stderr();
@@ -106,6 +124,17 @@ impl Node {
             std::thread::sleep(Duration::from_millis(50));
         }
         node
+    }
+
+    /// Stops it as an operator does, with SIGTERM, and waits for it to exit.
+    pub fn terminate(mut self) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: `kill` only sends a signal to the test's own child process.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert!(
+            self.exit_within(Duration::from_secs(30)).is_some(),
+            "the node did not stop on SIGTERM"
+        );
     }
 
     /// What it wrote to stderr so far.

@@ -12,10 +12,14 @@ use std::{
 };
 
 use commonware_actor::Feedback;
+use commonware_codec::Encode as _;
 use commonware_consensus::{
     Application, Heightable, Reporter,
     marshal::{Update, ancestry::Ancestry},
-    simplex::{scheme::ed25519::Scheme, types::Context},
+    simplex::{
+        scheme::ed25519::Scheme,
+        types::{Activity, Context},
+    },
 };
 use commonware_cryptography::{Digested, Digestible, ed25519::PublicKey, sha256::Digest};
 use commonware_runtime::Clock;
@@ -86,6 +90,21 @@ impl StaveApp {
             } else {
                 flag.tip_ahead.store(behind, Ordering::Release);
             }
+        }
+    }
+
+    /// Asks the chain actor to catch up from its peers' certified runs now (a full node
+    /// does when it hears of a block above its head).
+    pub fn catch_up(&self) {
+        // An actor that already ended has nothing to catch up.
+        let _ = self.requests.send(Request::CatchUp);
+    }
+
+    /// The engine's reporter that hands each finalization certificate to the chain actor,
+    /// which stores it with its block for peers catching up.
+    pub fn finalizations(&self) -> FinalizationRecorder {
+        FinalizationRecorder {
+            requests: self.requests.clone(),
         }
     }
 
@@ -211,6 +230,32 @@ impl Reporter for StaveApp {
                     Err(_) => Feedback::Closed,
                 }
             }
+        }
+    }
+}
+
+/// Simplex's reporter for finalization certificates: each goes to the chain actor as a
+/// [`Request::Certificate`]; other activity is ignored.
+#[derive(Clone)]
+pub struct FinalizationRecorder {
+    requests: mpsc::Sender<Request>,
+}
+
+impl Reporter for FinalizationRecorder {
+    type Activity = Activity<Scheme, Digest>;
+
+    fn report(&mut self, activity: Self::Activity) -> Feedback {
+        let Activity::Finalization(finalization) = activity else {
+            return Feedback::Ok;
+        };
+        let hash = hash_of(&finalization.proposal.payload);
+        let certificate = finalization.encode().to_vec();
+        match self
+            .requests
+            .send(Request::Certificate { hash, certificate })
+        {
+            Ok(()) => Feedback::Ok,
+            Err(_) => Feedback::Closed,
         }
     }
 }

@@ -50,7 +50,10 @@ impl NodeConfig {
         for (key, path) in keys {
             check_private(key, path)?;
         }
-        let mut addrs = vec![("rpc_addr", self.rpc.addr)];
+        let mut addrs: Vec<(&str, SocketAddr)> = Vec::new();
+        if self.rpc_enabled {
+            addrs.push(("rpc_addr", self.rpc.addr));
+        }
         addrs.extend(self.metrics_addr.map(|addr| ("metrics_addr", addr)));
         addrs.extend(self.p2p.as_ref().map(|p2p| ("[p2p] listen", p2p.listen)));
         check_ports(&addrs)
@@ -63,7 +66,7 @@ impl NodeConfig {
             Role::Follower => {
                 "a node that does not produce blocks needs a [p2p] section with peers to follow"
             }
-            Role::Validator(_) => CONSENSUS_NEEDS,
+            Role::Validator(_) | Role::FullNode => CONSENSUS_NEEDS,
         };
         match self.p2p {
             Some(_) => Ok(()),

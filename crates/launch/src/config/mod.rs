@@ -69,6 +69,9 @@ pub struct NodeConfig {
     pub pool_max_txs: Option<usize>,
     /// Most transactions per sender in the txpool (`None`: the pool's default).
     pub pool_max_per_sender: Option<usize>,
+    /// Whether the node serves JSON-RPC (`[rpc] enabled`, default true). A validator of a
+    /// chain whose applications use full nodes may turn it off.
+    pub rpc_enabled: bool,
     /// How this node makes blocks.
     pub role: Role,
     /// Peers, certificates and gossip; required by [`Role::Follower`] and
@@ -101,6 +104,10 @@ pub enum Role {
     Follower,
     /// It is one of the genesis's validators and agrees on blocks with the others.
     Validator(ConsensusConfig),
+    /// A full node of a consensus chain: it holds no consensus key and never votes; it
+    /// imports the finalized blocks its peers bring, each checked against a finalization
+    /// certificate of the validators, and serves applications.
+    FullNode,
 }
 
 /// The `[p2p]` section: the mutual-TLS network this node joins.
@@ -190,6 +197,7 @@ impl NodeConfig {
             sender_cache_entries: stave_verify::DEFAULT_SENDER_CACHE_CAPACITY,
             pool_max_txs: None,
             pool_max_per_sender: None,
+            rpc_enabled: true,
             role: Role::Producer,
             p2p: None,
         }
@@ -251,6 +259,8 @@ impl NodeConfig {
 
 /// What a `[consensus]` node needs besides its key.
 const CONSENSUS_NEEDS: &str = "a [consensus] node needs a [p2p] section (its validators are its peers) and no `producer` key (the validators take turns)";
+/// What a `[consensus]` section names: a key, or that the node is a full node.
+const CONSENSUS_KEY: &str = "a [consensus] section needs either `key` (a validator) or `full_node = true` (a full node, which holds no key), not both";
 
 /// Reads a text file, naming it in the error.
 pub(crate) fn read(path: &Path) -> Result<String, LaunchError> {
@@ -333,7 +343,9 @@ struct PeerSection {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConsensusSection {
-    key: PathBuf,
+    key: Option<PathBuf>,
+    /// A full node: no key, never votes.
+    full_node: Option<bool>,
     storage: Option<PathBuf>,
     leader_timeout_ms: Option<u64>,
 }
@@ -353,6 +365,7 @@ impl FileConfig {
             block_txs: self.block_txs,
         });
         if let Some(rpc) = self.rpc {
+            config.rpc_enabled = rpc.enabled();
             rpc.apply(&mut config.rpc, self.rpc_addr.is_some())?;
         }
         config.map_size = self.map_size.unwrap_or(config.map_size);
@@ -367,13 +380,17 @@ impl FileConfig {
         config.pool_max_per_sender = self.pool_max_per_sender;
         config.role = match (self.consensus, self.producer) {
             (Some(_), Some(_)) => return Err(LaunchError::Config(CONSENSUS_NEEDS.into())),
-            (Some(consensus), None) => Role::Validator(ConsensusConfig {
-                key: base.join(consensus.key),
-                storage: consensus.storage.map(|dir| base.join(dir)),
-                leader_timeout: consensus
-                    .leader_timeout_ms
-                    .map_or(DEFAULT_LEADER_TIMEOUT, Duration::from_millis),
-            }),
+            (Some(consensus), None) => match (consensus.key, consensus.full_node) {
+                (None, Some(true)) => Role::FullNode,
+                (Some(key), None | Some(false)) => Role::Validator(ConsensusConfig {
+                    key: base.join(key),
+                    storage: consensus.storage.map(|dir| base.join(dir)),
+                    leader_timeout: consensus
+                        .leader_timeout_ms
+                        .map_or(DEFAULT_LEADER_TIMEOUT, Duration::from_millis),
+                }),
+                _ => return Err(LaunchError::Config(CONSENSUS_KEY.into())),
+            },
             (None, Some(false)) => Role::Follower,
             (None, _) => Role::Producer,
         };

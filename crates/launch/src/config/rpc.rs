@@ -20,6 +20,9 @@ const SECTION: &str = "[rpc] ";
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RpcSection {
+    /// `false`: the node serves no JSON-RPC at all (a validator whose applications use
+    /// full nodes).
+    enabled: Option<bool>,
     addr: Option<SocketAddr>,
     max_batch: Option<u32>,
     max_request_bytes: Option<u32>,
@@ -67,6 +70,11 @@ fn set_millis(into: &mut Duration, key: &str, millis: Option<u64>) -> Result<(),
 impl RpcSection {
     /// Lays the section over `config`. `top_level_addr` says whether the file also has
     /// the older top-level `rpc_addr` key, which may not be given twice.
+    /// Whether the section leaves JSON-RPC on (the default).
+    pub(super) fn enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
+
     pub(super) fn apply(
         self,
         config: &mut RpcConfig,

@@ -11,7 +11,7 @@ pub mod proxy;
 pub mod ws;
 
 use std::{
-    net::{IpAddr, Ipv4Addr, SocketAddr},
+    net::SocketAddr,
     path::{Path, PathBuf},
     sync::{Mutex, MutexGuard, PoisonError},
     time::Duration,
@@ -27,7 +27,7 @@ use stave_net::{ChainCa, StaticPeer};
 
 impl JsonRpc for RunningNode {
     fn rpc_addr(&self) -> SocketAddr {
-        RunningNode::rpc_addr(self)
+        RunningNode::rpc_addr(self).expect("this node serves JSON-RPC")
     }
 }
 
@@ -105,16 +105,18 @@ static ONE_TESTNET: Mutex<()> = Mutex::new(());
 /// configs. Its ports do not matter: [`start_testnet`] runs every node on ports the OS
 /// picks.
 pub fn init_testnet(dir: &Path, nodes: u16) -> Vec<PathBuf> {
+    init_testnet_with_full_nodes(dir, nodes, 0)
+}
+
+/// [`init_testnet`] with `full_nodes` full nodes after the validators.
+pub fn init_testnet_with_full_nodes(dir: &Path, nodes: u16, full_nodes: u16) -> Vec<PathBuf> {
     let layout = TestnetLayout {
-        nodes,
-        host: IpAddr::V4(Ipv4Addr::LOCALHOST),
         rpc_port: 1,
         metrics_port: 1,
         p2p_port: 1,
         block_time_ms: 200,
-        epoch_length: None,
-        spare_validators: 0,
-        gas_free: false,
+        full_nodes,
+        ..TestnetLayout::new(nodes)
     };
     let members = testnet::init(dir, &layout).expect("writes a testnet");
     assert_eq!(testnet::configs(dir).expect("configs").len(), members.len());

@@ -1,5 +1,5 @@
-//! Answering peers' requests: a block's transactions ([`BLOCK_TXS`]) and stored blocks
-//! or their senders by number ([`BLOCKS`], [`SENDERS`]).
+//! Answering peers' requests: a block's transactions ([`BLOCK_TXS`]), stored blocks by
+//! number ([`BLOCKS`]) and certified runs of headers with their senders ([`CERTIFIED`]).
 //!
 //! A module's requests arrive on one queue, but no peer can hold that queue up: each
 //! answer is sent by a task of its own, which waits for room in the asker's send queue
@@ -16,7 +16,7 @@ use stave_codec::encode_indexed;
 use tokio::sync::mpsc;
 
 #[cfg(doc)]
-use super::{BLOCK_TXS, BLOCKS, SENDERS};
+use super::{BLOCK_TXS, BLOCKS, CERTIFIED};
 use super::{BlockSource, Gossip, MAX_BLOCKS_PER_REQUEST};
 use crate::{
     peers::Inbound,
@@ -25,11 +25,11 @@ use crate::{
 
 /// Answers of one module one peer may have in flight.
 pub const IN_FLIGHT: usize = 4;
-/// Most bytes one [`BLOCKS`] or [`SENDERS`] response carries (at least one item is sent).
+/// Most bytes one [`BLOCKS`] or [`CERTIFIED`] response carries (at least one item is sent).
 const MAX_BLOCKS_RESPONSE_BYTES: usize = 16 << 20;
 
 /// A request for `count` consecutive blocks (or their senders) from `from`: the payload
-/// of [`BLOCKS`] and [`SENDERS`], `from` u64 LE ‖ `count` u32 LE, exactly 12 bytes.
+/// of [`BLOCKS`] and [`CERTIFIED`], `from` u64 LE ‖ `count` u32 LE, exactly 12 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RangeRequest {
     /// The first block's number.
@@ -42,7 +42,7 @@ pub struct RangeRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RequestError {
-    /// A [`BLOCKS`] or [`SENDERS`] request that is not a range request.
+    /// A [`BLOCKS`] or [`CERTIFIED`] request that is not a range request.
     #[error(transparent)]
     Range(#[from] RangeRequestError),
     /// A [`BLOCK_TXS`] request of this many bytes: not a hash and whole indexes.
@@ -126,26 +126,22 @@ impl Drop for Place {
 type Answer = Box<dyn Fn(&Gossip, &Inbound) -> Result<Vec<Bytes>, RequestError> + Send + Sync>;
 
 impl Gossip {
-    /// Starts the loops answering [`BLOCK_TXS`], [`BLOCKS`] and [`SENDERS`] requests.
+    /// Starts the loops answering [`BLOCK_TXS`], [`BLOCKS`] and [`CERTIFIED`] requests.
     pub(super) fn serve(
         &self,
         block_txs: mpsc::Receiver<Inbound>,
         blocks: mpsc::Receiver<Inbound>,
-        senders: mpsc::Receiver<Inbound>,
+        certified: mpsc::Receiver<Inbound>,
     ) {
         let answer_txs: Answer = Box::new(|gossip, request| gossip.block_txs(request));
         let answer_blocks: Answer = Box::new(|gossip, request| {
             gossip.range(request, |source, number| source.block(number))
         });
-        let answer_senders: Answer = Box::new(|gossip, request| {
-            gossip.range(request, |source, number| {
-                source.senders(number).map(|senders| senders.encode())
-            })
-        });
+        let answer_certified: Answer = Box::new(|gossip, request| gossip.certified(request));
         for (inbound, what, answer) in [
             (block_txs, "block txs", answer_txs),
             (blocks, "blocks", answer_blocks),
-            (senders, "senders", answer_senders),
+            (certified, "certified runs", answer_certified),
         ] {
             self.inner.tasks.spawn(
                 "gossip request server",
@@ -248,6 +244,31 @@ impl Gossip {
             }
             items.push(Bytes::from(found));
         }
+        Ok(items)
+    }
+}
+
+impl Gossip {
+    /// The answer to a [`CERTIFIED`] request: the certificate of the highest block in the
+    /// range this node has one for, then the headers and senders from the range's start
+    /// up to that block; nothing if it has no certificate in the range.
+    fn certified(&self, request: &Inbound) -> Result<Vec<Bytes>, RequestError> {
+        let mut items = self.range(request, |source, number| {
+            source.header_senders(number).map(|block| block.encode())
+        })?;
+        let RangeRequest { from, .. } = RangeRequest::decode(&request.frame.payload)?;
+        let Some(source) = &self.inner.source else {
+            return Ok(Vec::new());
+        };
+        let certified = (0..items.len()).rev().find_map(|index| {
+            let certificate = source.finalization(from + index as u64)?;
+            Some((index, certificate))
+        });
+        let Some((last, certificate)) = certified else {
+            return Ok(Vec::new());
+        };
+        items.truncate(last + 1);
+        items.insert(0, Bytes::from(certificate));
         Ok(items)
     }
 }

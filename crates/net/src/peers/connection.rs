@@ -288,21 +288,24 @@ pub(super) async fn dial_loop(shared: Arc<Shared>, peer: StaticPeer) {
             .and_then(|id| shared.links.lock().get(&id).map(|l| l.closed.clone()))
             .filter(|closed| !closed.is_cancelled());
         if let Some(closed) = current {
-            closed.cancelled().await;
-            backoff = shared.config.backoff_min;
-            continue;
-        }
-        match dial(&shared, &peer).await {
-            Ok((id, Some(closed))) => {
-                known = Some(id);
+            if lasted(&shared, closed).await {
                 backoff = shared.config.backoff_min;
-                closed.cancelled().await;
                 continue;
             }
-            // Connected, but the peer's own connection to us won the tie-break (or it is
-            // banned): wait on that one, or back off.
-            Ok((id, None)) => known = Some(id),
-            Err(error) => refused(&peer.address, &error),
+        } else {
+            match dial(&shared, &peer).await {
+                Ok((id, Some(closed))) => {
+                    known = Some(id);
+                    if lasted(&shared, closed).await {
+                        backoff = shared.config.backoff_min;
+                        continue;
+                    }
+                }
+                // Connected, but the peer's own connection to us won the tie-break (or it
+                // is banned): wait on that one, or back off.
+                Ok((id, None)) => known = Some(id),
+                Err(error) => refused(&peer.address, &error),
+            }
         }
         tokio::select! {
             () = shared.shutdown.cancelled() => return,
@@ -310,6 +313,16 @@ pub(super) async fn dial_loop(shared: Arc<Shared>, peer: StaticPeer) {
         }
         backoff = (backoff * 2).min(shared.config.backoff_max);
     }
+}
+
+/// Waits until the link `closed` belongs to ends; true if it lasted longer than the
+/// longest backoff. A peer that drops a link at once (it banned this node, or refuses it
+/// for a reason the handshake did not show) is so redialled with backoff, not in a loop
+/// that spins as fast as handshakes complete.
+async fn lasted(shared: &Shared, closed: CancellationToken) -> bool {
+    let connected = tokio::time::Instant::now();
+    closed.cancelled().await;
+    connected.elapsed() >= shared.config.backoff_max
 }
 
 async fn dial(
