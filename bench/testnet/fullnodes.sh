@@ -19,7 +19,7 @@ RPC4=$((RPC0 + 4)); RPC5=$((RPC0 + 5))
 load_from() {
   local port="$1" first="$2" txs="$3"; shift 3
   "$STAVE" load --rpc "http://127.0.0.1:$port" --accounts "$ACCOUNTS" --first-account "$first" \
-    --txs "$txs" --rate "$RATE" --json "$@" 2>/dev/null | tail -1
+    --txs "$txs" --rate "$RATE" --json "$@" 2>>"$WORK/load.err" | tail -1
 }
 
 # Warm-up, so both phases start on a chain past its first blocks.
@@ -58,6 +58,8 @@ ended="$(date +%s.%N)"
 kill "$poller" 2>/dev/null || true
 echo "through full node 4: $(cat "$WORK/full4.json")"
 echo "through full node 5: $(cat "$WORK/full5.json")"
+# The loads' own notes (stalls, repairs), progress bars left out.
+grep -a -v 'tx/s\|^\s*$' "$WORK/load.err" | tail -5 >&2 || true
 python3 - "$direct" "$WORK/full4.json" "$WORK/full5.json" "$WORK/lag.txt" <<'PY'
 import json, sys
 direct = json.loads(sys.argv[1])

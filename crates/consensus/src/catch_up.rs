@@ -237,6 +237,9 @@ impl RunChecker {
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long it waits for a longer run once one has checked.
 const LONGER_RUN_GRACE: Duration = Duration::from_millis(50);
+/// How long it waits for the other peers once one has answered: a peer busy or far away
+/// must not hold up a node that follows the chain block by block.
+const OTHER_ANSWERS_GRACE: Duration = Duration::from_millis(200);
 /// Blocks asked of one peer at a time: small enough that the first arrive (and start
 /// importing) soon, large enough that requests are few.
 const BLOCKS_PER_FETCH: usize = 4;
@@ -282,7 +285,8 @@ impl CertifiedPeers {
 
     /// Every connected peer's run from `from` (up to `count` blocks): the checked ones with
     /// their peer, and how many peers answered at all. Stops waiting once a checked run
-    /// is whole, or a little after the first checked one.
+    /// is whole, a little after the first checked one, or a little longer after the first
+    /// answer of any kind.
     fn ask(&self, from: u64, parent: B256, count: u32) -> (Vec<(NodeId, Certified)>, usize) {
         let peers = self.network.peers();
         self.runtime.block_on(async {
@@ -310,6 +314,8 @@ impl CertifiedPeers {
                     _ => continue,
                 };
                 answered += 1;
+                let grace = tokio::time::Instant::now() + OTHER_ANSWERS_GRACE;
+                deadline = Some(deadline.map_or(grace, |at| at.min(grace)));
                 let Some(run) = run else { continue };
                 match self.checker.check(&run, from, parent) {
                     Ok(certified) => {
@@ -318,9 +324,8 @@ impl CertifiedPeers {
                         if whole {
                             break;
                         }
-                        deadline.get_or_insert_with(|| {
-                            tokio::time::Instant::now() + LONGER_RUN_GRACE
-                        });
+                        let grace = tokio::time::Instant::now() + LONGER_RUN_GRACE;
+                        deadline = Some(deadline.map_or(grace, |at| at.min(grace)));
                     }
                     Err(error) => {
                         tracing::warn!(peer = %stave_net::short_id(&peer), from, %error, "refused a peer's certified run");

@@ -1,8 +1,9 @@
 //! Gossip of transactions and blocks over the peer manager, deduplicated by hash.
 //!
 //! - **Transactions** travel in batches, each an offset-indexed list (docs/wire-formats.md). A
-//!   transaction seen before is dropped; a new one goes through the node's txpool admission
-//!   (which recovers and caches its sender) and, if admitted, on to the other peers.
+//!   transaction admitted before is dropped; another goes through the node's txpool
+//!   admission (which recovers and caches its sender) and, if admitted, on to the other
+//!   peers. One refused is looked at again if it comes again: a refusal may not last.
 //! - **Blocks** travel compact ([`crate::compact`]): header and short ids. The receiver
 //!   rebuilds the body from the transactions gossip has seen, asks the sender for the ones
 //!   it lacks (or all of them, if the rebuilt body does not match the header), hands the
@@ -12,7 +13,7 @@
 //!   ([`CERTIFIED`]), then for the blocks by number ([`BLOCKS`]). Gossip carries the
 //!   certificate as opaque bytes: the consensus side checks it.
 //!
-//! The transactions gossip has seen (sent or received, admitted or not) stay in a bounded
+//! The transactions gossip has sent or admitted stay in a bounded
 //! cache by hash: that is what compact blocks are rebuilt from.
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
@@ -456,9 +457,9 @@ impl Gossip {
             if fresh.is_empty() {
                 continue;
             }
-            // Remembered only once admission has seen them (this loop takes one message
+            // Remembered only once admission has taken them (this loop takes one message
             // at a time, so no copy slips in between): what a deferring node dropped is
-            // taken when it comes again.
+            // looked at when it comes again.
             let admission = self.inner.admission.clone();
             let verdicts = tokio::task::spawn_blocking(move || {
                 let verdicts = (!admission.deferring()).then(|| {
@@ -475,14 +476,19 @@ impl Gossip {
                 metrics::counter!("stave_gossip_txs_ignored_total").increment(fresh.len() as u64);
                 continue;
             };
+            // Only what the pool took is remembered: a refusal may not last (a nonce
+            // gap that later transactions close), and a copy sent again (a full node's
+            // rebroadcast) is then looked at afresh. Peers forward only what they admitted,
+            // so honest peers do not resend what is invalid for good.
             let admitted: Vec<Bytes> = {
                 let mut state = self.inner.state.lock();
                 fresh
                     .into_iter()
                     .zip(verdicts)
-                    .filter_map(|((hash, tx), ok)| {
+                    .filter(|(_, ok)| *ok)
+                    .map(|((hash, tx), _)| {
                         state.known.insert(hash, tx.clone());
-                        ok.then_some(tx)
+                        tx
                     })
                     .collect()
             };

@@ -7,7 +7,7 @@ mod support;
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -114,6 +114,84 @@ async fn node(chain: &Chain, i: usize, dial: &[(usize, &Network)]) -> Node {
         pool,
         blocks,
     }
+}
+
+/// An admission that defers or refuses on demand, recording how many it was asked about
+/// and how many it took.
+#[derive(Default)]
+struct Moody {
+    defer: AtomicBool,
+    refuse: AtomicBool,
+    asked: AtomicUsize,
+    taken: AtomicUsize,
+}
+
+impl TxAdmission for Moody {
+    fn deferring(&self) -> bool {
+        self.defer.load(Ordering::Relaxed)
+    }
+
+    fn admit(&self, txs: &[Bytes]) -> Vec<bool> {
+        self.asked.fetch_add(txs.len(), Ordering::Relaxed);
+        let take = !self.refuse.load(Ordering::Relaxed);
+        if take {
+            self.taken.fetch_add(txs.len(), Ordering::Relaxed);
+        }
+        vec![take; txs.len()]
+    }
+}
+
+/// What a deferring node drops, and what a pool refuses, is looked at again when it comes
+/// again (a full node's rebroadcast); what a pool took is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_and_refused_txs_are_looked_at_again_and_taken_ones_are_not() {
+    let chain = Chain::new(2);
+    let a = node(&chain, 0, &[]).await;
+    let moody = Arc::new(Moody::default());
+    let network = chain
+        .start(1, vec![chain.peer(0, &a.network)], |_| {})
+        .await;
+    let (_b, _) = Gossip::start(
+        network.clone(),
+        moody.clone(),
+        None,
+        GossipConfig::default(),
+    );
+    eventually("connection", || network.peers().len() == 1).await;
+    let txs = raw(&transfers(10));
+
+    moody.defer.store(true, Ordering::Relaxed);
+    a.gossip.rebroadcast(&txs);
+    // Loopback delivers the batch well within this.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        moody.asked.load(Ordering::Relaxed),
+        0,
+        "deferred: not admitted"
+    );
+
+    moody.defer.store(false, Ordering::Relaxed);
+    moody.refuse.store(true, Ordering::Relaxed);
+    a.gossip.rebroadcast(&txs);
+    eventually("the refused batch", || {
+        moody.asked.load(Ordering::Relaxed) == 10
+    })
+    .await;
+
+    moody.refuse.store(false, Ordering::Relaxed);
+    a.gossip.rebroadcast(&txs);
+    eventually("the batch taken", || {
+        moody.taken.load(Ordering::Relaxed) == 10
+    })
+    .await;
+
+    a.gossip.rebroadcast(&txs);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        moody.asked.load(Ordering::Relaxed),
+        20,
+        "taken ones are known"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
