@@ -47,22 +47,11 @@ if [ "$CRASH" = kill ]; then
 else
   kill -CONT "$node3"
 fi
-# One poller, on kept-alive connections, reading both heads back to back every 10 ms: a
-# loop of curl and python processes took a few hundred ms a round on the loaded machine,
-# long enough to miss the moments the two heads were equal.
-read -r synced_from sync_start chain_at_sync h3 end < <(python3 - "$RPC3" "$RPC0" "$killed" <<'PY'
-import http.client, json, sys, time
+# One poller reading both heads back to back every 10 ms (heads.py).
+read -r synced_from sync_start chain_at_sync h3 end < <(PYTHONPATH="$(dirname "$0")" python3 - "$RPC3" "$RPC0" "$killed" <<'PY'
+import sys, time
+from heads import head
 rpc3, rpc0, killed = map(int, sys.argv[1:4])
-connections = {}
-def head(port):
-    try:
-        conn = connections.setdefault(port, http.client.HTTPConnection("127.0.0.1", port, timeout=2))
-        conn.request("POST", "/", '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}',
-                     {"content-type": "application/json"})
-        return int(json.loads(conn.getresponse().read())["result"], 16)
-    except (OSError, http.client.HTTPException, ValueError, KeyError):
-        connections.pop(port, None)
-        return -1
 first = None
 while True:
     h3 = head(rpc3)

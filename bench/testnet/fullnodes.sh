@@ -28,33 +28,22 @@ direct="$(load_from $RPC0 0 "$TXS")"
 echo "straight to validator 0: $direct"
 
 half=$((TXS / 2))
-python3 - "$RPC0" "$RPC4" "$WORK/lag.txt" <<'PY' &
-import http.client, json, sys, time
+PYTHONPATH="$(dirname "$0")" python3 - "$RPC0" "$RPC4" "$WORK/lag.txt" <<'PY' &
+import sys, time
+from heads import head
 v, f, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-conns = {}
-def head(port):
-    try:
-        c = conns.setdefault(port, http.client.HTTPConnection("127.0.0.1", port, timeout=2))
-        c.request("POST", "/", '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}',
-                  {"content-type": "application/json"})
-        return int(json.loads(c.getresponse().read())["result"], 16)
-    except (OSError, http.client.HTTPException, ValueError, KeyError):
-        conns.pop(port, None)
-        return None
 with open(out, "w") as lags:
     while True:
         a, b = head(v), head(f)
-        if a is not None and b is not None:
+        if a >= 0 and b >= 0:
             lags.write(f"{max(a - b, 0)}\n"); lags.flush()
         time.sleep(0.01)
 PY
 poller=$!; PIDS+=($poller)
-started="$(date +%s.%N)"
 load_from $RPC4 10000 "$half" > "$WORK/full4.json" &
 first=$!
 load_from $RPC5 20000 "$half" --key "$SECOND_FUNDER" > "$WORK/full5.json"
 wait $first
-ended="$(date +%s.%N)"
 kill "$poller" 2>/dev/null || true
 echo "through full node 4: $(cat "$WORK/full4.json")"
 echo "through full node 5: $(cat "$WORK/full5.json")"

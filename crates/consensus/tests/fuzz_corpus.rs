@@ -10,17 +10,27 @@ use proptest::prelude::*;
 #[path = "../../../fuzz/consensus_checks.rs"]
 mod consensus_checks;
 
-#[test]
-fn consensus_block_corpus_holds() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/consensus_block");
+/// Runs `check` over every file of the corpus of fuzz target `target`.
+fn replay(target: &str, check: fn(&[u8])) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
     let mut count = 0;
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        consensus_checks::consensus_block(
-            &std::fs::read(entry.expect("entry").path()).expect("corpus file"),
-        );
+        check(&std::fs::read(entry.expect("entry").path()).expect("corpus file"));
         count += 1;
     }
-    assert!(count > 0, "empty corpus");
+    assert!(count > 0, "{target}: empty corpus");
+}
+
+#[test]
+fn consensus_block_corpus_holds() {
+    replay("consensus_block", consensus_checks::consensus_block);
+}
+
+#[test]
+fn certified_run_corpus_holds() {
+    replay("certified_run", consensus_checks::certified_run);
 }
 
 #[test]
@@ -39,19 +49,6 @@ fn a_real_block_passes_and_every_truncation_is_refused() {
             "a block truncated to {len} bytes was accepted"
         );
     }
-}
-
-#[test]
-fn certified_run_corpus_holds() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/certified_run");
-    let mut count = 0;
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        consensus_checks::certified_run(
-            &std::fs::read(entry.expect("entry").path()).expect("corpus file"),
-        );
-        count += 1;
-    }
-    assert!(count > 0, "empty corpus");
 }
 
 proptest! {

@@ -17,7 +17,7 @@ use std::{
 };
 
 use bytes::Bytes;
-use stave_consensus::{ConsensusBlock, StaveApp, ValidatorSets, chain_actor, keys};
+use stave_consensus::{ConsensusBlock, StaveApp, chain_actor};
 use stave_net::Gossip;
 use stave_node::{BlockProducer, Produced};
 use stave_primitives::ChainSpec;
@@ -29,7 +29,7 @@ use crate::{
     allow_list::EpochSets,
     p2p::P2p,
     supervisor::Supervisor,
-    validator::{certified_peers, namespace},
+    validator::{certified_peers, genesis_sets, namespace, publish},
 };
 
 /// How long a full node's head stands still before it asks its peers for newer blocks: a
@@ -84,36 +84,18 @@ pub(crate) fn start(
         heads,
         highest_block,
     } = parts;
-    if spec.validators().is_empty() {
-        return Err(LaunchError::Config(
-            "the genesis names no validators (config.stave.validators) for a full node to follow"
-                .into(),
-        ));
-    }
-    let validators = spec
-        .validators()
-        .iter()
-        .map(keys::public_key)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|source| LaunchError::Key {
-            what: "in the genesis's validator set".into(),
-            source,
-        })?;
-    let sets = Arc::new(ValidatorSets::new(&validators));
+    let sets = genesis_sets(spec)?;
     let genesis = ConsensusBlock::genesis(spec);
     let peers = certified_peers(spec, p2p, sets.clone(), &namespace(spec, &genesis))
         .reporting_highest(highest_block);
     tokio::spawn(rebroadcast(pool.clone(), p2p.gossip.clone()));
     // The pool's wait only matters to a proposer; a full node never proposes.
-    let (actor, chain) = chain_actor(producer, pool, Duration::ZERO, move |produced| {
-        tracing::info!(
-            number = produced.block.number(),
-            txs = produced.block.transactions().len(),
-            "block imported"
-        );
-        // No subscriber is not an error.
-        let _ = heads.send(Arc::new(produced.clone()));
-    })
+    let (actor, chain) = chain_actor(
+        producer,
+        pool,
+        Duration::ZERO,
+        publish(heads, "block imported"),
+    )
     .map_err(LaunchError::import("starting the chain actor"))?;
     let (actor, starts) = actor
         .with_catch_up(Box::new(peers), p2p.catching_up.clone())

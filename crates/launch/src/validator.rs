@@ -106,6 +106,41 @@ pub(crate) fn certified_peers(
     )
 }
 
+/// Each epoch's validators, starting from the genesis's (which a consensus chain must
+/// name).
+pub(crate) fn genesis_sets(spec: &ChainSpec) -> Result<Arc<ValidatorSets>, LaunchError> {
+    ensure(!spec.validators().is_empty(), || {
+        "the genesis names no validators (config.stave.validators); `stave testnet init` writes one that does".into()
+    })?;
+    let validators = spec
+        .validators()
+        .iter()
+        .map(keys::public_key)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| LaunchError::Key {
+            what: "in the genesis's validator set".into(),
+            source,
+        })?;
+    Ok(Arc::new(ValidatorSets::new(&validators)))
+}
+
+/// What a chain actor does with each block it commits: logs it (`what` says how it came)
+/// and hands it to the RPC subscribers.
+pub(crate) fn publish(
+    heads: broadcast::Sender<Arc<Produced>>,
+    what: &'static str,
+) -> impl FnMut(&Produced) {
+    move |produced| {
+        tracing::info!(
+            number = produced.block.number(),
+            txs = produced.block.transactions().len(),
+            "{what}"
+        );
+        // No subscriber is not an error.
+        let _ = heads.send(Arc::new(produced.clone()));
+    }
+}
+
 /// Fails with `message` unless `holds`.
 fn ensure(holds: bool, message: impl FnOnce() -> String) -> Result<(), LaunchError> {
     match holds {
@@ -143,9 +178,7 @@ pub(crate) fn start(
     })?;
     let key = keys::private_key(&seed);
     let public = keys::public_key_bytes(&key);
-    ensure(!spec.validators().is_empty(), || {
-        "the genesis names no validators (config.stave.validators); `stave testnet init` writes one that does".into()
-    })?;
+    let sets = genesis_sets(spec)?;
     if !spec.validators().contains(&public) {
         tracing::info!(%public, "this node's consensus key is not one of the genesis's validators: it follows the chain and votes from the epoch the governance contract adds it in");
     }
@@ -157,29 +190,10 @@ pub(crate) fn start(
             )
         },
     )?;
-    let key_error = |what: &str| {
-        let what = what.to_owned();
-        move |source| LaunchError::Key { what, source }
-    };
-    let validators = spec
-        .validators()
-        .iter()
-        .map(keys::public_key)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(key_error("in the genesis's validator set"))?;
     // `NodeConfig::check` saw it exceed the block time, the idle leader's wait.
     let leader_timeout = config.leader_timeout;
-    let (actor, app) = chain_actor(producer, pool, idle_wait, move |produced| {
-        tracing::info!(
-            number = produced.block.number(),
-            txs = produced.block.transactions().len(),
-            "block finalized"
-        );
-        // No subscriber is not an error.
-        let _ = heads.send(Arc::new(produced.clone()));
-    })
-    .map_err(LaunchError::import("starting the chain actor"))?;
-    let sets = Arc::new(ValidatorSets::new(&validators));
+    let (actor, app) = chain_actor(producer, pool, idle_wait, publish(heads, "block finalized"))
+        .map_err(LaunchError::import("starting the chain actor"))?;
     let genesis = ConsensusBlock::genesis(spec);
     let namespace = namespace(spec, &genesis);
     // Certified blocks taken from peers when catching up, rather than waited for from

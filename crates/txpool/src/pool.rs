@@ -648,16 +648,7 @@ impl TxPool {
     /// Every transaction the pool holds in its wire form, each sender's in nonce order:
     /// what a node offers a peer that connects. Encoded after the pool's lock is let go.
     pub fn encoded(&self) -> Vec<Vec<u8>> {
-        let held: Vec<Arc<PoolTx>> = {
-            let inner = self.inner.lock();
-            inner
-                .book
-                .senders
-                .values()
-                .flat_map(|queue| queue.txs.values().cloned())
-                .collect()
-        };
-        held.iter().map(|held| held.tx.tx.encoded()).collect()
+        self.encoded_before(u64::MAX, usize::MAX)
     }
 
     /// The transactions admitted before position `before` ([`TxPool::admission_position`])
