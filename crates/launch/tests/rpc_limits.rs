@@ -380,3 +380,89 @@ fn websockets_are_pinged_and_one_that_never_answers_is_dropped() {
         "the silent client was dropped after {lived:?}"
     );
 }
+
+/// `request` (a whole HTTP/1.1 request) sent to `node`'s JSON-RPC; the answer's status line
+/// and headers, lower-cased.
+fn http_head(node: &RunningNode, request: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream =
+        std::net::TcpStream::connect(node.rpc_addr().expect("JSON-RPC on")).expect("connects");
+    stream.write_all(request.as_bytes()).expect("sends");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("reads");
+    let head = answer.split("\r\n\r\n").next().unwrap_or_default();
+    head.to_ascii_lowercase()
+}
+
+/// A browser's preflight for a JSON-RPC POST from a page at `origin`.
+fn preflight(node: &RunningNode, origin: &str) -> String {
+    http_head(
+        node,
+        &format!(
+            "OPTIONS / HTTP/1.1\r\nHost: localhost\r\nOrigin: {origin}\r\n\
+             Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\n\
+             Connection: close\r\n\r\n"
+        ),
+    )
+}
+
+/// A page's JSON-RPC POST from `origin`.
+fn post_from(node: &RunningNode, origin: &str) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
+    http_head(
+        node,
+        &format!(
+            "POST / HTTP/1.1\r\nHost: localhost\r\nOrigin: {origin}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// Browser access: the dev node answers pages of any origin (CORS `*`); a node with
+/// `cors_origins` listed answers those origins only; a node with none sends no CORS
+/// headers, so browsers refuse cross-origin calls.
+#[test]
+fn cors_lets_the_configured_origins_call_and_no_other() {
+    let page = "http://page.example:3000";
+    let dev =
+        RunningNode::start(NodeConfig::dev().expect("dev chain").in_process()).expect("starts");
+    let allowed = preflight(&dev, page);
+    assert!(
+        allowed.contains("access-control-allow-origin: *"),
+        "{allowed}"
+    );
+    assert!(
+        allowed.contains("access-control-allow-methods"),
+        "{allowed}"
+    );
+    let answered = post_from(&dev, page);
+    assert!(answered.starts_with("http/1.1 200"), "{answered}");
+    assert!(
+        answered.contains("access-control-allow-origin: *"),
+        "{answered}"
+    );
+    drop(dev);
+
+    let mut config = NodeConfig::dev().expect("dev chain").in_process();
+    config.rpc.cors_origins = vec![page.to_owned()];
+    let listed = RunningNode::start(config).expect("starts");
+    let allowed = preflight(&listed, page);
+    assert!(
+        allowed.contains(&format!("access-control-allow-origin: {page}")),
+        "{allowed}"
+    );
+    let other = preflight(&listed, "http://elsewhere.example");
+    assert!(!other.contains("access-control-allow-origin"), "{other}");
+    drop(listed);
+
+    let mut config = NodeConfig::dev().expect("dev chain").in_process();
+    config.rpc.cors_origins = Vec::new();
+    let closed = RunningNode::start(config).expect("starts");
+    let answered = post_from(&closed, page);
+    assert!(answered.starts_with("http/1.1 200"), "{answered}");
+    assert!(
+        !answered.contains("access-control-allow-origin"),
+        "{answered}"
+    );
+}

@@ -59,6 +59,10 @@ pub struct RpcConfig {
     pub nice: u8,
     /// The priority fee suggested to wallets, in wei.
     pub suggested_tip: u128,
+    /// Origins a web page may call the node from (CORS): `*` for any, or exact origins
+    /// such as `http://localhost:3000`. None (the default but on `--dev`): no CORS headers,
+    /// so browsers refuse cross-origin calls.
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for RpcConfig {
@@ -87,6 +91,7 @@ impl Default for RpcConfig {
             worker_queue: 64,
             nice: 10,
             suggested_tip: 1_000_000_000,
+            cors_origins: Vec::new(),
         }
     }
 }

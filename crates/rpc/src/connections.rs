@@ -80,7 +80,12 @@ pub(crate) async fn accept_loop(
     stop: StopHandle,
     config: RpcConfig,
 ) {
-    let service = Server::builder().set_config(server).to_service_builder();
+    // `NodeConfig::check` refused origins the layer cannot use.
+    let cors = crate::cors::layer(&config.cors_origins).unwrap_or_default();
+    let service = Server::builder()
+        .set_config(server)
+        .set_http_middleware(tower::ServiceBuilder::new().option_layer(cors))
+        .to_service_builder();
     let total = Arc::new(Semaphore::new(config.max_connections as usize));
     let per_ip = Arc::new(PerIp::default());
     loop {

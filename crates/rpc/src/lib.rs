@@ -21,6 +21,7 @@
 mod config;
 mod connections;
 pub mod convert;
+pub mod cors;
 pub mod error;
 pub mod eth;
 mod limits;

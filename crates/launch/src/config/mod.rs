@@ -167,11 +167,14 @@ impl ConsensusConfig {
 
 impl NodeConfig {
     /// The single-validator dev chain as `stave node --dev` runs it: chain id 1337, the
-    /// dev mnemonic's accounts funded, a temporary data dir, JSON-RPC on 8545, metrics on
-    /// 9001, a block at least every second.
+    /// dev mnemonic's accounts funded, a temporary data dir, JSON-RPC on 8545 open to web
+    /// pages of any origin (CORS `*`, as Anvil and Hardhat do), metrics on 9001, a block at
+    /// least every second.
     pub fn dev() -> Result<Self, LaunchError> {
         let (genesis, dev_accounts) = stave_primitives::dev::dev_chain()?;
-        Ok(Self::producing(genesis, dev_accounts))
+        let mut config = Self::producing(genesis, dev_accounts);
+        config.rpc.cors_origins = vec!["*".to_owned()];
+        Ok(config)
     }
 
     /// A producer of `genesis` with every other setting at its default.
@@ -364,6 +367,8 @@ impl FileConfig {
             block_time: self.block_time_ms.map(Duration::from_millis),
             block_txs: self.block_txs,
         });
+        // A node run from a file serves no web page unless `[rpc] cors_origins` says so.
+        config.rpc.cors_origins = Vec::new();
         if let Some(rpc) = self.rpc {
             config.rpc_enabled = rpc.enabled();
             rpc.apply(&mut config.rpc, self.rpc_addr.is_some())?;

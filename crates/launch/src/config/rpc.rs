@@ -49,6 +49,8 @@ pub(super) struct RpcSection {
     nice: Option<u8>,
     /// May be zero: a chain whose blocks are never full needs no tip.
     suggested_tip: Option<u128>,
+    /// Origins a web page may call from: `["*"]`, or exact origins.
+    cors_origins: Option<Vec<String>>,
 }
 
 /// Sets `*into` to `value`'s content if given, refusing a zero with `key` named.
@@ -169,6 +171,11 @@ impl RpcSection {
         )?;
         config.worker_queue = self.worker_queue.unwrap_or(config.worker_queue);
         config.suggested_tip = self.suggested_tip.unwrap_or(config.suggested_tip);
+        if let Some(origins) = self.cors_origins {
+            stave_rpc::cors::check(&origins)
+                .map_err(|error| LaunchError::Config(format!("{SECTION}cors_origins: {error}")))?;
+            config.cors_origins = origins;
+        }
         match self.nice {
             Some(nice) if nice > MAX_NICE => {
                 return Err(LaunchError::Config(format!(
@@ -191,6 +198,20 @@ mod tests {
         let mut config = RpcConfig::default();
         section.apply(&mut config, top_level_addr)?;
         Ok(config)
+    }
+
+    #[test]
+    fn cors_origins_are_checked_and_kept() {
+        let config = apply("cors_origins = [\"*\"]", false).expect("any origin");
+        assert_eq!(config.cors_origins, vec!["*".to_owned()]);
+        let config = apply("cors_origins = [\"http://localhost:3000\"]", false).expect("one");
+        assert_eq!(
+            config.cors_origins,
+            vec!["http://localhost:3000".to_owned()]
+        );
+        let error = apply("cors_origins = [\"localhost:3000\"]", false).unwrap_err();
+        assert!(error.to_string().contains("[rpc] cors_origins"), "{error}");
+        assert!(apply("", false).expect("none").cors_origins.is_empty());
     }
 
     #[test]
