@@ -78,9 +78,8 @@ pub enum Request {
         /// The finalized block's hash.
         hash: B256,
     },
-    /// The finalized tip is far above the head (the node lagged), or a full node heard of
-    /// a newer block: catch up from the peers' certified runs before answering anything
-    /// else.
+    /// The finalized tip is far above the head (the node lagged): catch up from the
+    /// peers' certified runs before answering anything else.
     CatchUp,
     /// The engine holds a finalization certificate of block `hash`: stored with the block
     /// once it is committed, for peers catching up.

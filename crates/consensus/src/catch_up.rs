@@ -314,8 +314,7 @@ impl CertifiedPeers {
                     _ => continue,
                 };
                 answered += 1;
-                let grace = tokio::time::Instant::now() + OTHER_ANSWERS_GRACE;
-                deadline = Some(deadline.map_or(grace, |at| at.min(grace)));
+                wait_at_most(&mut deadline, OTHER_ANSWERS_GRACE);
                 let Some(run) = run else { continue };
                 match self.checker.check(&run, from, parent) {
                     Ok(certified) => {
@@ -324,8 +323,7 @@ impl CertifiedPeers {
                         if whole {
                             break;
                         }
-                        let grace = tokio::time::Instant::now() + LONGER_RUN_GRACE;
-                        deadline = Some(deadline.map_or(grace, |at| at.min(grace)));
+                        wait_at_most(&mut deadline, LONGER_RUN_GRACE);
                     }
                     Err(error) => {
                         tracing::warn!(peer = %stave_net::short_id(&peer), from, %error, "refused a peer's certified run");
@@ -336,6 +334,15 @@ impl CertifiedPeers {
             }
             (checked, answered)
         })
+    }
+
+    /// How many of `wanted` blocks from `from` on a run may be asked for: at most
+    /// [`MAX_BLOCKS_PER_REQUEST`], none past the last epoch whose validators are known (a
+    /// peer's honest run there could not be checked); `None` when `from` is past it.
+    fn askable(&self, from: u64, wanted: u64) -> Option<u32> {
+        let known = self.checker.known_until();
+        let left = known.checked_sub(from)?.saturating_add(1);
+        Some(wanted.min(left).min(u64::from(MAX_BLOCKS_PER_REQUEST)) as u32)
     }
 
     /// Fetches `count` blocks from `blocks[first..]` (height `from + first` on) from
@@ -370,6 +377,12 @@ impl CertifiedPeers {
     }
 }
 
+/// Moves `deadline` to `grace` from now, if that is sooner.
+fn wait_at_most(deadline: &mut Option<tokio::time::Instant>, grace: Duration) {
+    let at = tokio::time::Instant::now() + grace;
+    *deadline = Some(deadline.map_or(at, |earlier| earlier.min(at)));
+}
+
 /// True when `bytes` is the wire form of the certified block with one sender per
 /// transaction (its body is checked against the header when it is imported).
 fn is_certified(bytes: &[u8], block: &CertifiedBlock) -> bool {
@@ -384,7 +397,9 @@ impl CatchUpSource for CertifiedPeers {
         let Some(first) = blocks.first() else {
             return Vec::new();
         };
-        let count = blocks.len().min(MAX_BLOCKS_PER_REQUEST as usize) as u32;
+        let Some(count) = self.askable(first.number(), blocks.len() as u64) else {
+            return vec![None; blocks.len()];
+        };
         let parent = first.header().parent_hash;
         let (checked, _) = self.ask(first.number(), parent, count);
         let Some((_, run)) = checked.into_iter().max_by_key(|(_, run)| run.blocks.len()) else {
@@ -402,11 +417,9 @@ impl CatchUpSource for CertifiedPeers {
     }
 
     fn certified(&mut self, from: u64, parent: B256) -> Option<Option<Certified>> {
-        let known = self.checker.known_until();
-        if from > known {
+        let Some(count) = self.askable(from, u64::MAX) else {
             return Some(None);
-        }
-        let count = (known - from + 1).min(u64::from(MAX_BLOCKS_PER_REQUEST)) as u32;
+        };
         let (mut checked, answered) = self.ask(from, parent, count);
         if answered == 0 {
             return None;

@@ -34,7 +34,7 @@ use commonware_runtime::Clock;
 use commonware_utils::ordered::Set;
 use stave_consensus::{
     ConsensusBlock, ConsensusNet, StaveApp, ValidatorConfig, ValidatorSets, chain_actor,
-    run_validator, validator_node_id,
+    engine::scheme_namespace, run_validator, validator_node_id,
 };
 use stave_net::{ChainCa, Network, NetworkConfig, NodeId, NodeTls, StaticPeer};
 use stave_node::{BlockProducer, Chain, ChainView, Parallelism, genesis};
@@ -277,6 +277,11 @@ fn network_starters<'a>(
 /// Starts validator `index` on its own threads; returns its pool and its commits. With
 /// `forger`, it is a byzantine proposer: every block it proposes carries that forgery,
 /// and the hashes of those blocks go to the set.
+/// The namespace the test chain of `spec` runs under.
+fn chain_namespace(spec: &ChainSpec) -> Vec<u8> {
+    [b"stave-test-".as_slice(), genesis(spec).0.hash().as_slice()].concat()
+}
+
 fn start(
     index: usize,
     keys: &[ed25519::PrivateKey],
@@ -328,7 +333,7 @@ fn start(
         sets,
         network,
         storage: data.join("consensus"),
-        namespace: [b"stave-test-".as_slice(), genesis(spec).0.hash().as_slice()].concat(),
+        namespace: chain_namespace(spec),
         genesis: ConsensusBlock::genesis(spec),
         leader_timeout: Duration::from_secs(1),
         epoch_length: NonZeroU64::new(spec.epoch_length()).expect("at least 2"),
@@ -524,12 +529,7 @@ fn a_validator_flooding_votes_for_far_future_views_does_not_stall_the_others() {
     let validators: Vec<_> = keys.iter().map(|key| key.public_key()).collect();
     let net = ConsensusNet::new(flooder, &validators).expect("validator network");
     let (mut votes, _) = net.register(VOTES_CHANNEL).expect("votes channel");
-    let namespace = [
-        b"stave-test-".as_slice(),
-        genesis(&spec).0.hash().as_slice(),
-        b"_CONSENSUS",
-    ]
-    .concat();
+    let namespace = scheme_namespace(&chain_namespace(&spec));
     let participants = Set::try_from(validators).expect("distinct keys");
     let scheme = Scheme::signer(&namespace, participants, keys[3].clone()).expect("a validator");
     let stop = Arc::new(AtomicBool::new(false));

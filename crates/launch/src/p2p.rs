@@ -27,8 +27,9 @@ pub(crate) struct P2p {
     pub blocks: mpsc::Receiver<ReceivedBlock>,
     /// Where the RPC server puts transactions clients submitted, for gossip.
     pub admitted: mpsc::UnboundedSender<Vec<u8>>,
-    /// Set while the node is far behind its chain (a validator's consensus keeps it):
-    /// transactions peers gossip are not admitted meanwhile.
+    /// Set while the node is behind its chain (a validator's consensus keeps it, and a
+    /// chain actor while it imports certified runs, which on a full node is most of the
+    /// time): transactions peers gossip are dropped unremembered meanwhile.
     pub catching_up: Arc<CatchingUp>,
     /// How far ahead of its head a follower holds peers' blocks.
     pub future_blocks: u64,

@@ -93,13 +93,6 @@ impl StaveApp {
         }
     }
 
-    /// Asks the chain actor to catch up from its peers' certified runs now (a full node
-    /// does when it hears of a block above its head).
-    pub fn catch_up(&self) {
-        // An actor that already ended has nothing to catch up.
-        let _ = self.requests.send(Request::CatchUp);
-    }
-
     /// The engine's reporter that hands each finalization certificate to the chain actor,
     /// which stores it with its block for peers catching up.
     pub fn finalizations(&self) -> FinalizationRecorder {
