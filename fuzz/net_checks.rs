@@ -1,4 +1,4 @@
-//! The properties the `frame`, `compact`, `senders` and `range_request` fuzz targets check, shared with
+//! The properties the `frame`, `compact`, `header_senders`, `finalized_push` and `range_request` fuzz targets check, shared with
 //! `crates/net/tests/fuzz_corpus.rs`, which replays the checked-in corpus under `cargo
 //! test`: hostile bytes give a typed error or frames within the limits, and every frame
 //! decoded survives encoding and decoding again unchanged.
@@ -56,6 +56,18 @@ pub fn header_senders(data: &[u8]) {
     assert_eq!(decoded.is_some(), well_formed);
     if let Some(item) = decoded {
         assert_eq!(item.encode(), data);
+    }
+}
+
+/// A validator's push of a finalized block (`FINALIZED`): a typed error, or a push that
+/// encodes to bytes decoding to itself, with one sender per short id and a certificate.
+pub fn finalized_push(data: &[u8]) {
+    if let Ok(push) = stave_net::FinalizedPush::decode(data, MAX_TXS) {
+        assert_eq!(push.senders.len(), push.compact.short_ids.len());
+        assert!(!push.certificate.is_empty());
+        let encoded = push.encode().expect("a decoded push re-encodes");
+        let again = stave_net::FinalizedPush::decode(&encoded, MAX_TXS).expect("decodes");
+        assert_eq!(again, push);
     }
 }
 

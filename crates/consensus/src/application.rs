@@ -36,6 +36,7 @@ use crate::{
     block::ConsensusBlock,
     catch_up::{CatchUpSource, Certified, CertifiedBlock},
     epochs::{EpochError, EpochStart, EpochWatch},
+    push::FinalizedPusher,
     validator_sets::ValidatorSets,
 };
 
@@ -176,6 +177,8 @@ pub struct ChainActor<'s, F> {
     certificates: HashMap<B256, Vec<u8>>,
     /// How long the head stands still before the actor catches up on its own.
     stall_after: Duration,
+    /// Where a validator's committed blocks go, with their certificates, to full nodes.
+    pusher: Option<FinalizedPusher>,
 }
 
 /// Certificates kept for blocks not committed yet; beyond this (the chain far ahead of
@@ -213,6 +216,7 @@ pub fn chain_actor<'s, F: FnMut(&Produced)>(
             epochs: None,
             certificates: HashMap::new(),
             stall_after: Duration::from_secs(BEHIND_AFTER),
+            pusher: None,
         },
         StaveApp {
             requests: sender,
@@ -249,6 +253,13 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
     /// nothing new comes.
     pub fn polling(mut self, period: Duration) -> Self {
         self.stall_after = period;
+        self
+    }
+
+    /// Pushes each block it commits, once it holds the block's finalization certificate,
+    /// through `pusher` (a validator's, to the full nodes among its peers).
+    pub fn pushing(mut self, pusher: FinalizedPusher) -> Self {
+        self.pusher = Some(pusher);
         self
     }
 
@@ -395,12 +406,18 @@ impl<F: FnMut(&Produced)> ChainActor<'_, F> {
         if ready.is_empty() {
             return Ok(());
         }
-        let certificates: Vec<(u64, Vec<u8>)> = ready
+        let mut certificates: Vec<(u64, Vec<u8>)> = ready
             .into_iter()
             .filter_map(|(hash, number)| Some((number, self.certificates.remove(&hash)?)))
             .collect();
         if let Err(error) = stave_storage::commit::store_finalizations(store, &certificates) {
             tracing::warn!(%error, "could not store finalization certificates");
+        }
+        if let Some(pusher) = &self.pusher {
+            certificates.sort_unstable_by_key(|(number, _)| *number);
+            for (number, certificate) in &certificates {
+                pusher.push(*number, certificate);
+            }
         }
         Ok(())
     }

@@ -41,12 +41,16 @@ use commonware_cryptography::{certificate::Verifier as _, sha256::Digest};
 use commonware_parallel::Sequential;
 use futures::StreamExt;
 use stave_codec::{IndexedList, split_block};
-use stave_net::{CertifiedRun, Gossip, Network, NodeId, Offence, gossip::MAX_BLOCKS_PER_REQUEST};
+use stave_net::{
+    CertifiedRun, Gossip, HeaderSenders, Network, NodeId, Offence, ReceivedBlock,
+    gossip::MAX_BLOCKS_PER_REQUEST,
+};
 use stave_primitives::Header;
 use tokio::runtime::Handle;
 
 use crate::{
-    ConsensusBlock, block::hash_of, engine::scheme_namespace, validator_sets::ValidatorSets,
+    ConsensusBlock, block::hash_of, engine::scheme_namespace, push::PushedBlocks,
+    validator_sets::ValidatorSets,
 };
 
 /// A finalized block a peer's certified run names: its hash, checked; the senders, a hint.
@@ -260,6 +264,11 @@ pub struct CertifiedPeers {
     holders: Vec<(usize, NodeId)>,
     /// Where the highest certified block heard of goes (`eth_syncing`), if anywhere.
     highest: Option<Arc<AtomicU64>>,
+    /// The blocks validators pushed to this node (a full node), if they push.
+    pushes: Option<PushedBlocks>,
+    /// The wire forms of the last run [`CatchUpSource::certified`] took from the pushes,
+    /// for [`CatchUpSource::fetch`]; empty when that run came from a peer's answer.
+    pushed_run: Vec<Bytes>,
 }
 
 impl CertifiedPeers {
@@ -273,6 +282,77 @@ impl CertifiedPeers {
             runtime,
             holders: Vec::new(),
             highest: None,
+            pushes: None,
+            pushed_run: Vec::new(),
+        }
+    }
+
+    /// Takes blocks from `pushes` (what validators pushed to this full node) before it
+    /// asks its peers, and asks them only when the pushes stop or leave a gap.
+    pub fn with_pushes(mut self, pushes: PushedBlocks) -> Self {
+        self.pushes = Some(pushes);
+        self
+    }
+
+    /// The consecutive pushed blocks from `from` on (the first a child of `parent`), each
+    /// the first of its number's claims to check against its own certificate (the others'
+    /// pushers are charged), up to the first number none of whose claims checks; keeps
+    /// their wire forms for [`CatchUpSource::fetch`].
+    fn take_pushed(&mut self, from: u64, parent: B256) -> Option<Certified> {
+        let pushed = self.pushes.as_ref()?.take_from(from);
+        let (mut blocks, mut wire, mut certificate) = (Vec::new(), Vec::new(), Bytes::new());
+        let mut parent = parent;
+        for (number, claims) in (from..).zip(pushed) {
+            let Some((checked, bytes)) = claims
+                .into_iter()
+                .find_map(|claim| self.check_pushed(claim, number, parent))
+            else {
+                break;
+            };
+            parent = checked.blocks[0].hash;
+            blocks.extend(checked.blocks);
+            certificate = checked.certificate;
+            wire.push(bytes);
+        }
+        let last = blocks.last()?.number;
+        if let Some(highest) = &self.highest {
+            highest.fetch_max(last, Ordering::AcqRel);
+        }
+        self.pushed_run = wire;
+        Some(Certified {
+            blocks,
+            certificate,
+        })
+    }
+
+    /// `claim`, pushed as block `number` (a child of `parent`), checked against its
+    /// certificate, with its wire form; `None` (its pusher charged, unless the epoch is
+    /// one this node does not know yet) if it does not check.
+    fn check_pushed(
+        &self,
+        claim: ReceivedBlock,
+        number: u64,
+        parent: B256,
+    ) -> Option<(Certified, Bytes)> {
+        let finalized = claim.finalized?;
+        let header = split_block(&claim.bytes).ok()?.header;
+        let run = CertifiedRun {
+            certificate: finalized.certificate,
+            blocks: vec![HeaderSenders {
+                header: Bytes::from(alloy_rlp::encode(&header)),
+                senders: finalized.senders,
+            }],
+        };
+        match self.checker.check(&run, number, parent) {
+            Ok(checked) => Some((checked, claim.bytes)),
+            // Pushed before this node recorded the epoch's validators: no fault.
+            Err(RunError::UnknownEpoch { .. }) => None,
+            Err(error) => {
+                tracing::warn!(peer = %stave_net::short_id(&claim.from), number, %error, "refused a pushed finalized block");
+                metrics::counter!("stave_catch_up_runs_refused_total").increment(1);
+                self.network.penalize(claim.from, Offence::BadMessage);
+                None
+            }
         }
     }
 
@@ -417,6 +497,17 @@ impl CatchUpSource for CertifiedPeers {
     }
 
     fn certified(&mut self, from: u64, parent: B256) -> Option<Option<Certified>> {
+        self.pushed_run.clear();
+        if let Some(run) = self.take_pushed(from, parent) {
+            return Some(Some(run));
+        }
+        if self
+            .pushes
+            .as_ref()
+            .is_some_and(|pushes| pushes.up_to_date(from))
+        {
+            return Some(None);
+        }
         let Some(count) = self.askable(from, u64::MAX) else {
             return Some(None);
         };
@@ -440,6 +531,13 @@ impl CatchUpSource for CertifiedPeers {
     }
 
     fn fetch(&self, from: u64, blocks: &[CertifiedBlock], slots: &[OnceLock<Option<Bytes>>]) {
+        if !self.pushed_run.is_empty() {
+            // The run is the pushed blocks themselves, hashed to their certified headers.
+            for (slot, bytes) in slots.iter().zip(&self.pushed_run) {
+                let _ = slot.set(Some(bytes.clone()));
+            }
+            return;
+        }
         let runs = (0..blocks.len().min(slots.len()))
             .step_by(BLOCKS_PER_FETCH)
             .enumerate()
@@ -472,7 +570,6 @@ mod tests {
     };
     use commonware_cryptography::{Signer as _, ed25519};
     use commonware_utils::{non_empty, ordered::Set};
-    use stave_net::HeaderSenders;
 
     use super::*;
     use crate::block::digest_of;

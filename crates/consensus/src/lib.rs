@@ -11,7 +11,7 @@
 //! the engine, [`transport`] the consensus channels on Stave's own network (stave-net:
 //! mutual TLS where a validator's certificate holds its consensus key), [`engine`] the
 //! wiring of one validator, [`epochs`] its engine per consensus epoch, [`validator_sets`] who votes in each epoch (the governance contract's validators), [`catch_up`] the finalized blocks a node catching
-//! up takes from its peers, each checked against a finalization certificate.
+//! up takes from its peers, each checked against a finalization certificate, [`push`] the finalized blocks validators push to full nodes.
 
 pub mod application;
 pub mod block;
@@ -19,6 +19,7 @@ pub mod catch_up;
 pub mod engine;
 pub mod epochs;
 pub mod keys;
+pub mod push;
 pub mod transport;
 pub mod validator_sets;
 
@@ -27,5 +28,6 @@ pub use block::ConsensusBlock;
 pub use catch_up::{CatchUpSource, CertifiedPeers, RunChecker};
 pub use engine::{ValidatorConfig, run_validator};
 pub use epochs::{EpochError, EpochStart};
+pub use push::{FinalizedPusher, PushedBlocks};
 pub use transport::{ConsensusNet, TransportError, validator_node_id};
 pub use validator_sets::{EpochSchemes, ValidatorSetError, ValidatorSets};

@@ -1,10 +1,11 @@
 //! A full node of a consensus chain (`[consensus] full_node = true`): it holds no
 //! consensus key and never votes. Its chain actor (the validators' own, without an engine)
-//! asks its peers for certified runs whenever its head has stood still for a moment,
-//! imports each run's blocks through the import pipeline once the run's finalization
-//! certificate checks against the validators of its epoch (`stave_consensus::catch_up`),
-//! and records each epoch's validators as it commits the epoch before, so it can check the
-//! next epoch's certificates. It serves JSON-RPC to applications; the transactions they
+//! imports each block the validators push as they finalize it (`stave_consensus::push`),
+//! and asks its peers for certified runs whenever its head has stood still for a moment
+//! while no push comes or pushes leave a gap; each block goes through the import pipeline
+//! once its finalization certificate checks against the validators of its epoch
+//! (`stave_consensus::catch_up`). It records each epoch's validators as it commits the
+//! epoch before, so it can check the next epoch's certificates. It serves JSON-RPC to applications; the transactions they
 //! send reach the validators by gossip.
 //!
 //! The chain actor runs under the node's [`Supervisor`]: a block it cannot commit stops
@@ -17,12 +18,12 @@ use std::{
 };
 
 use bytes::Bytes;
-use stave_consensus::{ConsensusBlock, StaveApp, chain_actor};
-use stave_net::Gossip;
+use stave_consensus::{ConsensusBlock, PushedBlocks, StaveApp, chain_actor};
+use stave_net::{Gossip, ReceivedBlock};
 use stave_node::{BlockProducer, Produced};
 use stave_primitives::ChainSpec;
 use stave_txpool::TxPool;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 use crate::{
     LaunchError,
@@ -32,9 +33,9 @@ use crate::{
     validator::{certified_peers, genesis_sets, namespace, publish},
 };
 
-/// How long a full node's head stands still before it asks its peers for newer blocks: a
-/// fraction of a block time, so it trails the validators' finalized head by about one
-/// block.
+/// How long a full node's head stands still before it asks its peers for newer blocks
+/// while validators do not push them: a fraction of a block time, so it trails the
+/// validators' finalized head by about one block even then.
 const POLL: Duration = Duration::from_millis(50);
 
 /// How often a full node sends its peers again the transactions that stayed in its pool
@@ -52,8 +53,8 @@ pub(crate) struct FullNodeParts<'a> {
     pub producer: BlockProducer<'static>,
     /// The node's txpool (included transactions leave it as blocks are imported).
     pub pool: Arc<TxPool>,
-    /// The node's network: its peers bring the blocks.
-    pub p2p: &'a P2p,
+    /// The node's network: its peers bring the blocks (it takes the pushed ones).
+    pub p2p: &'a mut P2p,
     /// Where committed blocks go (RPC subscriptions).
     pub heads: broadcast::Sender<Arc<Produced>>,
     /// Where the highest certified height its peers reach goes (`eth_syncing`).
@@ -86,8 +87,10 @@ pub(crate) fn start(
     } = parts;
     let sets = genesis_sets(spec)?;
     let genesis = ConsensusBlock::genesis(spec);
+    let pushes = PushedBlocks::default();
     let peers = certified_peers(spec, p2p, sets.clone(), &namespace(spec, &genesis))
-        .reporting_highest(highest_block);
+        .reporting_highest(highest_block)
+        .with_pushes(pushes.clone());
     tokio::spawn(rebroadcast(pool.clone(), p2p.gossip.clone()));
     // The pool's wait only matters to a proposer; a full node never proposes.
     let (actor, chain) = chain_actor(
@@ -106,11 +109,26 @@ pub(crate) fn start(
             .run()
             .map_err(LaunchError::import("importing a certified block"))
     })?;
+    tokio::spawn(take_pushes(p2p.take_blocks(), pushes, chain.clone()));
     Ok(FullNode {
         actor,
         chain,
         epochs: EpochSets { sets, starts },
     })
+}
+
+/// Keeps the blocks validators push in `pushes` and wakes the chain actor behind `chain`
+/// for each. Runs until the node's gossip ends.
+async fn take_pushes(
+    mut blocks: mpsc::Receiver<ReceivedBlock>,
+    pushes: PushedBlocks,
+    chain: StaveApp,
+) {
+    while let Some(block) = blocks.recv().await {
+        if pushes.insert(block) {
+            chain.catch_up_now();
+        }
+    }
 }
 
 /// Every [`REBROADCAST`], gossips again the transactions the pool held a round ago and

@@ -446,13 +446,13 @@ impl Parts {
                     Some(started.epochs),
                 )
             }
-            (Role::FullNode, Some(p2p)) => {
+            (Role::FullNode, Some(mut p2p)) => {
                 let started = full_node::start(
                     FullNodeParts {
                         spec: &config.genesis,
                         producer,
                         pool,
-                        p2p: &p2p,
+                        p2p: &mut p2p,
                         heads,
                         highest_block,
                     },

@@ -23,7 +23,7 @@ pub(crate) struct P2p {
     pub network: Network,
     /// Gossip on it.
     pub gossip: Gossip,
-    /// Blocks rebuilt from peers' compact blocks.
+    /// Blocks rebuilt from peers' compact blocks and pushes (see [`P2p::take_blocks`]).
     pub blocks: mpsc::Receiver<ReceivedBlock>,
     /// Where the RPC server puts transactions clients submitted, for gossip.
     pub admitted: mpsc::UnboundedSender<Vec<u8>>,
@@ -35,6 +35,14 @@ pub(crate) struct P2p {
     pub future_blocks: u64,
     /// The network's and gossip's long-lived tasks, for the node's supervisor to watch.
     pub tasks: Vec<Task>,
+}
+
+impl P2p {
+    /// Takes the blocks rebuilt from peers' compact blocks and pushes, for the one loop
+    /// that reads them; the channel left in their place is closed.
+    pub fn take_blocks(&mut self) -> mpsc::Receiver<ReceivedBlock> {
+        std::mem::replace(&mut self.blocks, mpsc::channel(1).1)
+    }
 }
 
 /// What admits the transactions peers gossip: the txpool, against the newest state.

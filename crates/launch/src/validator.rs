@@ -22,8 +22,8 @@ use std::{
 };
 
 use stave_consensus::{
-    CertifiedPeers, ConsensusBlock, RunChecker, StaveApp, ValidatorConfig, ValidatorSets,
-    chain_actor, keys, run_validator,
+    CertifiedPeers, ConsensusBlock, FinalizedPusher, RunChecker, StaveApp, ValidatorConfig,
+    ValidatorSets, chain_actor, keys, run_validator,
 };
 use stave_node::{BlockProducer, Produced};
 use stave_primitives::{B256, ChainSpec, keccak256};
@@ -199,8 +199,19 @@ pub(crate) fn start(
     // Certified blocks taken from peers when catching up, rather than waited for from
     // marshal and their senders recovered.
     let peers = certified_peers(spec, p2p, sets.clone(), &namespace);
+    let epoch_length =
+        NonZeroU64::new(spec.epoch_length()).expect("the genesis refuses epochs under 2 blocks");
+    // Each block it commits goes to the full nodes among its peers as it is finalized.
+    let pusher = FinalizedPusher::new(
+        p2p.gossip.clone(),
+        p2p.network.clone(),
+        sets.clone(),
+        epoch_length,
+        tokio::runtime::Handle::current(),
+    );
     let (actor, epoch_starts) = actor
         .with_catch_up(Box::new(peers), p2p.catching_up.clone())
+        .pushing(pusher)
         .with_epochs(spec.epoch_length(), sets.clone())?;
     let app = app
         .with_catching_up(p2p.catching_up.clone())
@@ -220,8 +231,7 @@ pub(crate) fn start(
         namespace,
         genesis,
         leader_timeout,
-        epoch_length: NonZeroU64::new(spec.epoch_length())
-            .expect("the genesis refuses epochs under 2 blocks"),
+        epoch_length,
         epoch_starts,
         committed_tips: app.committed_tips(),
         finalizations: app.finalizations(),

@@ -171,12 +171,18 @@ impl Forger {
             .ok()?;
         let block: Value = serde_json::from_str(&body).ok()?;
         let parent_hash = block["result"]["hash"].as_str()?.parse().ok()?;
-        Some(stave_primitives::Header {
-            number,
-            parent_hash,
-            extra_data: b"forged".to_vec().into(),
-            ..Default::default()
-        })
+        let mut block = stave_primitives::Block {
+            header: stave_primitives::Header {
+                number,
+                parent_hash,
+                extra_data: b"forged".to_vec().into(),
+                ..Default::default()
+            },
+            transactions: Vec::new(),
+        };
+        // An empty body that matches it, so a push of it rebuilds and reaches the check.
+        block.header.transactions_root = block.compute_transactions_root();
+        Some(block.header)
     }
 }
 
@@ -190,8 +196,12 @@ impl JsonRpc for Victim {
 }
 
 impl stave_net::BlockSource for Forger {
-    fn block(&self, _number: u64) -> Option<Vec<u8>> {
-        None
+    fn block(&self, number: u64) -> Option<Vec<u8>> {
+        let block = stave_primitives::Block {
+            header: self.header(number)?,
+            transactions: Vec::new(),
+        };
+        stave_codec::encode_block(&block).ok()
     }
 
     fn header_senders(&self, number: u64) -> Option<stave_net::HeaderSenders> {
@@ -252,9 +262,9 @@ impl stave_net::TxAdmission for NoPool {
 }
 
 /// A full node (the testnet's node 4) connected to four validators and to a peer (with
-/// node 5's admitted identity) that answers its requests for certified runs with forged
-/// certificates first: the full node refuses each, charges the peer until it bans it, and
-/// keeps following the validators.
+/// node 5's admitted identity) that pushes it made-up blocks on its head with forged
+/// certificates, and answers its requests for certified runs with them: the full node
+/// refuses each, charges the peer until it bans it, and keeps following the validators.
 #[test]
 fn a_full_node_refuses_forged_certificates_and_follows_the_honest_peers() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -309,6 +319,25 @@ fn a_full_node_refuses_forged_certificates_and_follows_the_honest_peers() {
         network.0.peers().contains(&full_id)
     });
 
+    // The forger pushes a made-up child of the full node's head every 50 ms.
+    let pushing = {
+        let (forger, gossip) = (forger.clone(), network.1.clone());
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let forger = forger.clone();
+                let made_up = tokio::task::spawn_blocking(move || {
+                    let next = forger.victim.head() + 1;
+                    Some((next, stave_net::BlockSource::finalization(&*forger, next)?))
+                });
+                if let Ok(Some((next, certificate))) = made_up.await {
+                    let _ = gossip
+                        .push_finalized(next, certificate.into(), &[full_id])
+                        .await;
+                }
+            }
+        })
+    };
     // The full node keeps up with the validators while it is fed forgeries...
     let hashes = send_transfers(full, &account(0), 5, 5);
     wait_final(&nodes, &hashes, "more transfers final everywhere");
@@ -316,6 +345,7 @@ fn a_full_node_refuses_forged_certificates_and_follows_the_honest_peers() {
     wait_for("the forger to be banned", Duration::from_secs(60), || {
         !network.0.peers().contains(&full_id)
     });
+    pushing.abort();
     assert!(forger.forged.load(std::sync::atomic::Ordering::Relaxed) >= 1);
     let target = nodes[..4].iter().map(height).max().expect("validators") + 5;
     wait_for(

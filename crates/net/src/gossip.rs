@@ -8,6 +8,10 @@
 //!   rebuilds the body from the transactions gossip has seen, asks the sender for the ones
 //!   it lacks (or all of them, if the rebuilt body does not match the header), hands the
 //!   block to the node and passes the compact form on.
+//! - **Finalized blocks** a validator pushes to the full nodes among its peers as it
+//!   commits them ([`FINALIZED`]): the block compact, with its finalization certificate and
+//!   senders, rebuilt as a compact block is and handed to the node with both. Nothing is
+//!   passed on: each validator pushes to the full nodes it is connected to.
 //! - **Catching up**, a node asks a peer for a run of stored headers ending at a block the
 //!   peer holds a finalization certificate for, with the senders that peer recovered
 //!   ([`CERTIFIED`]), then for the blocks by number ([`BLOCKS`]). Gossip carries the
@@ -25,7 +29,9 @@ use stave_codec::{IndexedList, encode_indexed};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::{
-    compact::{BlockParts, CompactError, FifoMap, Rebuild, check_block, decode_compact},
+    compact::{
+        BlockParts, CompactBlock, CompactError, FifoMap, Rebuild, check_block, decode_compact,
+    },
     frame::{Frame, ProtocolId},
     peers::{Inbound, NetError, Network, short_id},
     score::{NodeId, Offence},
@@ -49,6 +55,8 @@ pub const BLOCKS: u16 = 4;
 /// Module of requests for a certified run of headers and their senders by number (a node
 /// catching up).
 pub const CERTIFIED: u16 = 5;
+/// Module of finalized blocks a validator pushes to the full nodes among its peers.
+pub const FINALIZED: u16 = 6;
 /// Most blocks one [`BLOCKS`] or [`CERTIFIED`] response carries.
 pub const MAX_BLOCKS_PER_REQUEST: u32 = 64;
 /// Rebuilt blocks waiting for the node to take them; beyond this, more are dropped
@@ -141,6 +149,62 @@ pub struct CertifiedRun {
     pub blocks: Vec<HeaderSenders>,
 }
 
+/// A block pushed as finalized ([`FINALIZED`]): the block compact, with what a full node
+/// needs to import it at once. Only the shape is checked here: the certificate is the
+/// consensus side's to verify, and the senders are a hint (the state root refutes wrong
+/// ones).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalizedPush {
+    /// The block's finalization certificate (opaque here); never empty.
+    pub certificate: Bytes,
+    /// One sender per transaction, in block order.
+    pub senders: Vec<Address>,
+    /// The block, compact.
+    pub compact: CompactBlock,
+}
+
+impl FinalizedPush {
+    /// The wire form: an offset-indexed list of the certificate, the senders (20 bytes
+    /// each) and the compact block.
+    pub fn encode(&self) -> Result<Vec<u8>, CompactError> {
+        let senders: Vec<u8> = self.senders.iter().flat_map(|sender| sender.0.0).collect();
+        let items = [self.certificate.to_vec(), senders, self.compact.encode()];
+        Ok(encode_indexed(&items, |item, out| {
+            out.extend_from_slice(item)
+        })?)
+    }
+
+    /// Reads the wire form (a peer's, so hostile) of a block of at most `max_txs`
+    /// transactions: exactly three items, a certificate, whole senders and a compact block
+    /// with one short id per sender.
+    pub fn decode(bytes: &[u8], max_txs: usize) -> Result<Self, GossipError> {
+        let list = IndexedList::parse(bytes).map_err(CompactError::from)?;
+        let [certificate, senders, compact] = list.iter().collect::<Vec<_>>()[..] else {
+            return Err(GossipError::MalformedPush);
+        };
+        let compact = decode_compact(compact, max_txs)?;
+        let (senders, partial) = senders.as_chunks::<20>();
+        if certificate.is_empty() || !partial.is_empty() || senders.len() != compact.short_ids.len()
+        {
+            return Err(GossipError::MalformedPush);
+        }
+        Ok(Self {
+            certificate: Bytes::copy_from_slice(certificate),
+            senders: senders.iter().copied().map(Address::from).collect(),
+            compact,
+        })
+    }
+}
+
+/// What came with a block pushed as finalized ([`FINALIZED`]), unchecked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finalized {
+    /// The block's finalization certificate.
+    pub certificate: Bytes,
+    /// The senders the pushing peer recovered, one per transaction.
+    pub senders: Vec<Address>,
+}
+
 /// Batching and cache sizes, and who may send blocks.
 #[derive(Debug, Clone)]
 pub struct GossipConfig {
@@ -199,12 +263,15 @@ pub struct ReceivedBlock {
     pub number: u64,
     /// How many of its transactions had to be fetched from the peer.
     pub fetched: usize,
+    /// For a block pushed as finalized, its certificate and senders.
+    pub finalized: Option<Finalized>,
 }
 
 struct State {
     known: FifoMap<B256, Bytes>,
     blocks: FifoMap<B256, Arc<BlockParts>>,
     seen_blocks: FifoMap<B256, ()>,
+    seen_pushes: FifoMap<B256, ()>,
 }
 
 struct Inner {
@@ -249,6 +316,7 @@ impl Gossip {
         let requests = network.register(GROUP, BLOCK_TXS, config.backlog);
         let block_requests = network.register(GROUP, BLOCKS, config.backlog);
         let certified_requests = network.register(GROUP, CERTIFIED, config.backlog);
+        let pushes = network.register(GROUP, FINALIZED, config.backlog);
         let gossip = Gossip {
             inner: Arc::new(Inner {
                 network,
@@ -256,6 +324,7 @@ impl Gossip {
                     known: FifoMap::new(config.known_txs),
                     blocks: FifoMap::new(config.kept_blocks),
                     seen_blocks: FifoMap::new(config.kept_blocks * 16),
+                    seen_pushes: FifoMap::new(config.kept_blocks * 16),
                 }),
                 config,
                 admission,
@@ -270,6 +339,7 @@ impl Gossip {
         tasks.spawn("gossip transaction loop", gossip.clone().tx_loop(txs));
         tasks.spawn("gossip greeter", gossip.clone().greet_loop(connected));
         tasks.spawn("gossip block loop", gossip.clone().compact_loop(compact));
+        tasks.spawn("gossip push loop", gossip.clone().push_loop(pushes));
         gossip.serve(requests, block_requests, certified_requests);
         (gossip, blocks)
     }
@@ -304,6 +374,47 @@ impl Gossip {
         }
         self.send_compact(&parts, None)?;
         Ok(hash)
+    }
+
+    /// Pushes committed block `number`, finalized by `certificate`, to `peers` (the full
+    /// nodes among this validator's peers) as a [`FinalizedPush`], and keeps it to answer
+    /// their requests for its transactions. A peer whose queue is full misses it (it asks
+    /// for the block later). Returns how many peers it was queued for.
+    pub async fn push_finalized(
+        &self,
+        number: u64,
+        certificate: Bytes,
+        peers: &[NodeId],
+    ) -> Result<usize, GossipError> {
+        let source = self
+            .inner
+            .source
+            .clone()
+            .ok_or(GossipError::NotStored(number))?;
+        let stored = tokio::task::spawn_blocking(move || {
+            Some((
+                source.block(number)?,
+                source.header_senders(number)?.senders,
+            ))
+        })
+        .await
+        .ok()
+        .flatten();
+        let (block, senders) = stored.ok_or(GossipError::NotStored(number))?;
+        let parts = Arc::new(BlockParts::from_block(&block)?);
+        let push = FinalizedPush {
+            certificate,
+            senders,
+            compact: parts.compact(),
+        };
+        let frame = self.inner.network.frame(
+            ProtocolId::request(GROUP, FINALIZED),
+            0,
+            Bytes::from(push.encode()?),
+        );
+        self.inner.state.lock().blocks.insert(parts.hash, parts);
+        let outcomes = self.inner.network.try_send_each(peers, &frame)?;
+        Ok(outcomes.iter().filter(|outcome| outcome.is_ok()).count())
     }
 
     /// How many transactions gossip remembers.
@@ -549,13 +660,46 @@ impl Gossip {
                 Rebuild::new(compact, &state.known)
             };
             // Fetching may take a round trip: do not hold up the next block's arrival.
-            tokio::spawn(self.clone().complete(message.peer, rebuild));
+            tokio::spawn(self.clone().complete(message.peer, rebuild, None));
+        }
+    }
+
+    /// Takes the first push of each block (every validator pushes it), and rebuilds it as
+    /// a compact block is.
+    async fn push_loop(self, mut inbound: mpsc::Receiver<Inbound>) {
+        while let Some(message) = inbound.recv().await {
+            let push = match FinalizedPush::decode(
+                &message.frame.payload,
+                self.inner.config.max_block_txs,
+            ) {
+                Ok(push) => push,
+                Err(error) => {
+                    self.offence(message.peer, Offence::BadMessage, &error);
+                    continue;
+                }
+            };
+            let rebuild = {
+                let mut state = self.inner.state.lock();
+                if !state.seen_pushes.insert(push.compact.hash, ()) {
+                    continue;
+                }
+                Rebuild::new(push.compact, &state.known)
+            };
+            let finalized = Finalized {
+                certificate: push.certificate,
+                senders: push.senders,
+            };
+            tokio::spawn(
+                self.clone()
+                    .complete(message.peer, rebuild, Some(finalized)),
+            );
         }
     }
 
     /// Fetches what `rebuild` lacks from `peer` (everything, if the body turns out not to
-    /// match), then hands the block on.
-    async fn complete(self, peer: NodeId, mut rebuild: Rebuild) {
+    /// match), then hands the block on, with what came with it if it was pushed as
+    /// `finalized`. A compact block is passed on to the other peers; a push is not.
+    async fn complete(self, peer: NodeId, mut rebuild: Rebuild, finalized: Option<Finalized>) {
         let mut fetched = 0;
         let mut fetched_all = false;
         let parts = loop {
@@ -612,7 +756,9 @@ impl Gossip {
             }
             state.blocks.insert(parts.hash, parts.clone());
         }
-        if let Err(error) = self.send_compact(&parts, Some(peer)) {
+        if finalized.is_none()
+            && let Err(error) = self.send_compact(&parts, Some(peer))
+        {
             tracing::warn!(%error, "compact block not passed on");
         }
         let received = ReceivedBlock {
@@ -621,6 +767,7 @@ impl Gossip {
             hash: parts.hash,
             number: parts.header.number,
             fetched,
+            finalized,
         };
         if self.inner.blocks_out.try_send(received).is_err() {
             metrics::counter!("stave_gossip_blocks_dropped_total").increment(1);
@@ -734,6 +881,13 @@ pub enum GossipError {
     /// whole senders.
     #[error("malformed certified-run response")]
     MalformedCertified,
+    /// A pushed finalized block is not a certificate, whole senders and a compact block
+    /// with one transaction per sender.
+    #[error("malformed finalized-block push")]
+    MalformedPush,
+    /// The block to push is not stored (or no block source was given).
+    #[error("block {0} is not stored")]
+    NotStored(u64),
 }
 
 /// A request for `count` blocks from `from`.

@@ -19,8 +19,8 @@ pub use compact::{BlockParts, CompactBlock, CompactError, decode_compact};
 pub use fds::raise_fd_limit;
 pub use frame::{Frame, FrameCodec, FrameConfig, FrameError, ProtocolId, encode_frame};
 pub use gossip::{
-    BlockSource, CertifiedRun, Gossip, GossipConfig, GossipError, HeaderSenders, ReceivedBlock,
-    TxAdmission,
+    BlockSource, CertifiedRun, Finalized, FinalizedPush, Gossip, GossipConfig, GossipError,
+    HeaderSenders, ReceivedBlock, TxAdmission,
 };
 pub use peers::{Inbound, NetError, Network, NetworkConfig, StaticPeer, short_id};
 pub use score::{NodeId, Offence, PeerScores, ScoreConfig, Verdict};

@@ -1,5 +1,5 @@
 //! Replays the checked-in fuzz corpora of the network's decoders (`fuzz/corpus/frame/`,
-//! `fuzz/corpus/compact/`, `fuzz/corpus/header_senders/`, `fuzz/corpus/range_request/`) through the checks the fuzz targets run, so every finding stays
+//! `fuzz/corpus/compact/`, `fuzz/corpus/header_senders/`, `fuzz/corpus/finalized_push/`, `fuzz/corpus/range_request/`) through the checks the fuzz targets run, so every finding stays
 //! fixed under plain `cargo test`.
 
 use std::path::Path;
@@ -37,6 +37,11 @@ fn header_senders_corpus_holds() {
 }
 
 #[test]
+fn finalized_push_corpus_holds() {
+    replay("finalized_push", net_checks::finalized_push);
+}
+
+#[test]
 fn range_request_corpus_holds() {
     replay("range_request", net_checks::range_request);
 }
@@ -51,6 +56,11 @@ proptest! {
     #[test]
     fn arbitrary_header_sender_items_read_back_exactly(data in proptest::collection::vec(any::<u8>(), 0..600)) {
         net_checks::header_senders(&data);
+    }
+
+    #[test]
+    fn arbitrary_pushes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+        net_checks::finalized_push(&data);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Gossip on loopback: transactions reach every node's txpool once (senders cached on
 //! admission), compact blocks are rebuilt from what a peer holds and fetch only what it
-//! lacks, and a peer that lies about a block is charged and its block dropped.
+//! lacks, a block pushed as finalized arrives once with its certificate, and a peer that
+//! lies about a block is charged and its block dropped.
 
 mod support;
 
@@ -17,8 +18,9 @@ use parking_lot::Mutex;
 use stave_codec::encode_block;
 use stave_exec::MemoryState;
 use stave_net::{
-    BlockParts, BlockSource, CertifiedRun, CompactBlock, Gossip, GossipConfig, HeaderSenders,
-    Network, Offence, ProtocolId, ReceivedBlock, TxAdmission, gossip,
+    BlockParts, BlockSource, CertifiedRun, CompactBlock, Finalized, FinalizedPush, Gossip,
+    GossipConfig, GossipError, HeaderSenders, Network, Offence, ProtocolId, ReceivedBlock,
+    TxAdmission, gossip,
 };
 use stave_primitives::{
     Address, Block, ChainSpec, DEFAULT_BASE_FEE, DEV_GAS_LIMIT, Header, SignedTx,
@@ -507,6 +509,66 @@ async fn a_node_catching_up_fetches_a_run_up_to_the_last_block_the_peer_certifie
         "{refused:?}"
     );
     answering.await.expect("answered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_finalized_block_arrives_once_with_its_certificate_and_senders() {
+    let chain = Chain::new(3);
+    let (stored, serving, mut behind) = serving_and_behind(&chain).await;
+    let certificate = Bytes::from_static(b"certificate of 3");
+
+    let pushed = serving
+        .push_finalized(3, certificate.clone(), &[chain.ids[1]])
+        .await
+        .expect("stored");
+    assert_eq!(pushed, 1);
+    let received = timeout(LIMIT, behind.blocks.recv())
+        .await
+        .expect("in time")
+        .expect("block");
+    assert_eq!((received.number, received.from), (3, chain.ids[0]));
+    // Node 1 held none of the block's txs: it fetched them from the pusher.
+    assert_eq!(received.fetched, 2);
+    assert_eq!(received.bytes.to_vec(), stored[3]);
+    let expected = Finalized {
+        certificate: certificate.clone(),
+        senders: made_up_header(3, &stored[3]).senders,
+    };
+    assert_eq!(received.finalized, Some(expected));
+    // Every validator pushes the block: it is handed on once.
+    serving
+        .push_finalized(3, certificate, &[chain.ids[1]])
+        .await
+        .expect("stored");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(behind.blocks.try_recv().is_err());
+    // A block the pusher does not hold is not pushed.
+    let missing = serving
+        .push_finalized(50, Bytes::from_static(b"c"), &[chain.ids[1]])
+        .await;
+    assert!(matches!(missing, Err(GossipError::NotStored(50))));
+
+    // A push whose senders do not match its transactions is charged and dropped.
+    let liar = chain.start(2, vec![], |_| {}).await;
+    let mut behind = node(&chain, 1, &[(2, &liar)]).await;
+    eventually("connection", || behind.network.peers().len() == 1).await;
+    let parts = BlockParts::from_block(&stored[4]).expect("valid");
+    let push = FinalizedPush {
+        certificate: Bytes::from_static(b"certificate"),
+        senders: vec![Address::with_last_byte(1)],
+        compact: parts.compact(),
+    };
+    let frame = liar.frame(
+        ProtocolId::request(gossip::GROUP, gossip::FINALIZED),
+        0,
+        Bytes::from(push.encode().expect("encodes")),
+    );
+    liar.broadcast(&frame, None).expect("sends");
+    eventually("a charge", || {
+        behind.network.score(&chain.ids[2]) == 100 - Offence::BadMessage.penalty()
+    })
+    .await;
+    assert!(behind.blocks.try_recv().is_err());
 }
 
 /// The same large block at every number: a source whose answers are large.

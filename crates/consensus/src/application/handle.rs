@@ -93,6 +93,14 @@ impl StaveApp {
         }
     }
 
+    /// Asks the chain actor to take the certified blocks its catch-up source has now (a
+    /// full node's, when validators pushed one), rather than when its head has stood
+    /// still for a while. Asks queued while it catches up are dropped then.
+    pub fn catch_up_now(&self) {
+        // An actor that already ended has nothing to catch up.
+        let _ = self.requests.send(Request::CatchUp);
+    }
+
     /// The engine's reporter that hands each finalization certificate to the chain actor,
     /// which stores it with its block for peers catching up.
     pub fn finalizations(&self) -> FinalizationRecorder {
