@@ -8,6 +8,7 @@ stave="$1"
 ETHERS_VERSION=6.15.0
 VIEM_VERSION=2.57.20
 WEB3PY_VERSION=7.16.0
+ANVIL_VERSION=1.7.1
 tools="${STAVE_TOOLS_DIR:-$HOME/.cache/stave-tools}"
 npm_tool() { # name version: installs once, prints the node_modules dir
     local dir="$tools/$1-$2"
@@ -19,6 +20,7 @@ npm_tool() { # name version: installs once, prints the node_modules dir
 }
 ethers_modules="$(npm_tool ethers "$ETHERS_VERSION")"
 viem_modules="$(npm_tool viem "$VIEM_VERSION")"
+anvil="$(npm_tool @foundry-rs/anvil "$ANVIL_VERSION")/.bin/anvil"
 web3py_venv="$tools/web3py-$WEB3PY_VERSION"
 if [ ! -x "$web3py_venv/bin/python" ] || ! "$web3py_venv/bin/python" -c 'import web3' 2>/dev/null; then
     python3 -m venv "$web3py_venv"
@@ -44,6 +46,21 @@ token="$here/../contracts/StaveToken.bin"
 node "$here/ethers.mjs" "$ethers_modules" "$port" "$token"
 node "$here/viem.cjs" "$viem_modules" "$port" "$token"
 "$web3py_venv/bin/python" "$here/web3py.py" "$port" "$token"
+# Traces against Anvil's, the same transactions sent to both (Anvil records struct logs
+# of mined transactions only with --steps-tracing).
+anvil_port=$((port + 4))
+"$anvil" --port "$anvil_port" --chain-id 1337 --hardfork prague --steps-tracing --silent \
+    >"$datadir/anvil.log" 2>&1 &
+anvil_pid=$!
+trap 'kill $node_pid $anvil_pid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$datadir"' EXIT
+for _ in $(seq 100); do
+    curl -sf -XPOST -H 'content-type: application/json' "127.0.0.1:$anvil_port" \
+        -d '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' >/dev/null && break
+    kill -0 $anvil_pid || { cat "$datadir/anvil.log"; exit 1; }
+    sleep 0.1
+done
+"$web3py_venv/bin/python" "$here/traces.py" "$port" "$anvil_port" "$token"
+kill $anvil_pid
 # A node whose governance contract lets nobody deploy: web3.py sees the refusal's rule.
 restricted="$datadir/restricted"
 mkdir -p "$restricted"
@@ -52,7 +69,7 @@ printf 'genesis = "genesis.json"\ndatadir = "data"\nrpc_addr = "127.0.0.1:%s"\nm
     "$((port + 2))" "$((port + 3))" >"$restricted/node.toml"
 "$stave" node --config "$restricted/node.toml" >"$restricted/node.log" 2>&1 &
 restricted_pid=$!
-trap 'kill $node_pid $restricted_pid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$datadir"' EXIT
+trap 'kill $node_pid $anvil_pid $restricted_pid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$datadir"' EXIT
 up "$restricted/node.log" $restricted_pid
 # `stave genesis new` funds Stave's deterministic dev accounts: the script sends as one.
 key="$("$stave" keys show --dev --index 1 | python3 -c 'import sys,json; print(json.load(sys.stdin)["private_key"])')"

@@ -19,6 +19,7 @@ use revm::{
     bytecode::opcode,
     context::{TxEnv, result::ExecutionResult},
     context_interface::result::EVMError,
+    handler::instructions::EthInstructions,
     interpreter::{
         Host, Instruction, InstructionContext, InstructionExecResult, InstructionResult,
         InterpreterTypes, instruction_table,
@@ -30,7 +31,7 @@ use crate::{
     db::{BlockDb, Changes, Overlay},
     env::BlockEnv,
     error::ExecError,
-    evm::block_evm,
+    evm::{BlockEvm, block_evm},
 };
 
 /// An unsigned message call.
@@ -177,14 +178,20 @@ fn guards<W: InterpreterTypes, H: Host>() -> [(u8, Instruction<W, H>); 8] {
 }
 
 /// Sets this thread's deadline for one call and clears it afterwards, even on a panic.
-struct DeadlineScope;
+pub(crate) struct DeadlineScope;
 
 impl DeadlineScope {
-    fn enter(deadline: Option<Instant>) -> Self {
+    /// Starts the deadline `deadline` (none: the guards never stop anything).
+    pub(crate) fn enter(deadline: Option<Instant>) -> Self {
         DEADLINE.set(deadline);
         UNTIL_CLOCK.set(0);
         TIMED_OUT.set(false);
         Self
+    }
+
+    /// True once the deadline passed (the run was stopped).
+    pub(crate) fn timed_out(&self) -> bool {
+        TIMED_OUT.get()
     }
 }
 
@@ -214,35 +221,32 @@ pub fn call_until(
     run(base, env, request, Some(deadline))
 }
 
-fn run(
-    base: &dyn StateReader,
+/// The EVM a call runs in over `overlay` (the block's base fee ignored, its gas limit
+/// raised to the call's, no nonce check), its long-running opcodes guarded by this
+/// thread's deadline when `guarded`, and the call as revm's transaction.
+pub(crate) fn call_evm<'a>(
+    overlay: Overlay<'a>,
     env: BlockEnv<'_>,
     request: &CallRequest,
-    deadline: Option<Instant>,
-) -> Result<CallOutcome, ExecError> {
+    guarded: bool,
+) -> (BlockEvm<BlockDb<'a>>, TxEnv) {
     let header = env.header;
-    let diff = RwLock::new(Changes::default());
-    let hits = AtomicU64::new(0);
     let call_header = Header {
         base_fee_per_gas: 0,
         gas_limit: header.gas_limit.max(request.gas),
         ..header.clone()
     };
     let mut evm = block_evm(
-        BlockDb::new(Overlay::new(base, &diff, &hits)),
+        BlockDb::new(overlay),
         BlockEnv {
             header: &call_header,
             ..env
         },
     );
     evm.ctx.cfg.disable_nonce_check = true;
-    if deadline.is_some() {
-        for (op, instruction) in guards() {
-            let gas = evm.instruction.gas_table()[op as usize];
-            evm.instruction.insert_instruction(op, instruction, gas);
-        }
+    if guarded {
+        guard(&mut evm.instruction);
     }
-    let scope = DeadlineScope::enter(deadline);
     let tx = TxEnv {
         tx_type: 0,
         caller: request.from,
@@ -254,10 +258,33 @@ fn run(
         chain_id: Some(env.chain_id),
         ..Default::default()
     };
+    (evm, tx)
+}
+
+/// Replaces the long-running opcodes of `instructions` with their deadline-guarded
+/// versions (see [`DeadlineScope`]).
+pub(crate) fn guard<W: InterpreterTypes, H: Host>(instructions: &mut EthInstructions<W, H>) {
+    for (op, instruction) in guards() {
+        let gas = instructions.gas_table()[op as usize];
+        instructions.insert_instruction(op, instruction, gas);
+    }
+}
+
+fn run(
+    base: &dyn StateReader,
+    env: BlockEnv<'_>,
+    request: &CallRequest,
+    deadline: Option<Instant>,
+) -> Result<CallOutcome, ExecError> {
+    let diff = RwLock::new(Changes::default());
+    let hits = AtomicU64::new(0);
+    let overlay = Overlay::new(base, &diff, &hits);
+    let (mut evm, tx) = call_evm(overlay, env, request, deadline.is_some());
+    let scope = DeadlineScope::enter(deadline);
     let outcome = evm.transact_one(tx);
     // Nothing a call does is kept.
     let _discarded = evm.finalize();
-    let timed_out = TIMED_OUT.get();
+    let timed_out = scope.timed_out();
     drop(scope);
     if timed_out {
         return Ok(CallOutcome::TimedOut);

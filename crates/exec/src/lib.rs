@@ -19,6 +19,7 @@ mod error;
 mod evm;
 mod parallel;
 mod serial;
+mod trace;
 
 pub use call::{CallOutcome, CallRequest, call, call_until};
 pub use env::{BlockEnv, BlockInput, Mode};
@@ -28,3 +29,4 @@ pub use serial::{ExecutionOutcome, SkippedTx, execute_serial};
 pub use stave_primitives::{
     AccountDiff, AccountState, MemoryState, StateDiff, StateError, StateReader,
 };
+pub use trace::{TraceBounds, TraceError, TracedBlock, Tracer, TxTrace, trace_block, trace_call};

@@ -16,6 +16,7 @@ use tokio::{sync::broadcast, task::JoinHandle};
 use crate::{
     config::RpcConfig,
     connections::accept_loop,
+    debug::DebugApiServer,
     error::RpcError,
     eth::{
         blocks::EthBlocksApiServer, call::EthCallApiServer, fees::EthFeesApiServer,
@@ -25,6 +26,7 @@ use crate::{
     net::NetApiServer,
     rpc::Rpc,
     stave::StaveApiServer,
+    trace::TraceApiServer,
     txpool::TxpoolApiServer,
 };
 
@@ -112,7 +114,7 @@ impl Drop for RpcServer {
 pub fn methods(ctx: NodeContext) -> Result<RpcModule<()>, RpcError> {
     let rpc = Rpc::new(ctx)?;
     // One module per namespace file; a method name served twice is an error here.
-    let namespaces: [Methods; 10] = [
+    let namespaces: [Methods; 12] = [
         NetApiServer::into_rpc(rpc.clone()).into(),
         EthStateApiServer::into_rpc(rpc.clone()).into(),
         EthBlocksApiServer::into_rpc(rpc.clone()).into(),
@@ -122,6 +124,8 @@ pub fn methods(ctx: NodeContext) -> Result<RpcModule<()>, RpcError> {
         EthFiltersApiServer::into_rpc(rpc.clone()).into(),
         EthPubSubApiServer::into_rpc(rpc.clone()).into(),
         TxpoolApiServer::into_rpc(rpc.clone()).into(),
+        DebugApiServer::into_rpc(rpc.clone()).into(),
+        TraceApiServer::into_rpc(rpc.clone()).into(),
         StaveApiServer::into_rpc(rpc).into(),
     ];
     let mut module = RpcModule::new(());

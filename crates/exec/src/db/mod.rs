@@ -22,7 +22,7 @@ use alloy_primitives::{Address, B256, Bytes, U256};
 use parking_lot::RwLock;
 use revm::{
     bytecode::JumpTable,
-    database_interface::Database,
+    database_interface::{Database, DatabaseRef},
     primitives::{KECCAK_EMPTY, StorageKey, StorageValue},
     state::{AccountInfo, Bytecode},
 };
@@ -274,6 +274,34 @@ impl Database for BlockDb<'_> {
 
     fn block_hash(&mut self, number: u64) -> Result<B256, StateError> {
         self.overlay.base.block_hash(number)
+    }
+}
+
+/// The overlay as revm's read-only database: what a tracer reads as the state before
+/// the transaction it traced (geth's prestate tracer, Parity's state diff).
+pub(crate) struct OverlayRef<'a>(pub(crate) Overlay<'a>);
+
+impl DatabaseRef for OverlayRef<'_> {
+    type Error = StateError;
+
+    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, StateError> {
+        let account = self.0.with_view(|view| view.account(address))?;
+        Ok(Some(account_info(account, &Bytecode::default())))
+    }
+
+    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, StateError> {
+        if code_hash == KECCAK_EMPTY {
+            return Ok(Bytecode::default());
+        }
+        self.0.with_view(|view| view.code(code_hash))
+    }
+
+    fn storage_ref(&self, address: Address, slot: StorageKey) -> Result<StorageValue, StateError> {
+        self.0.with_view(|view| view.storage(address, slot))
+    }
+
+    fn block_hash_ref(&self, number: u64) -> Result<B256, StateError> {
+        self.0.base.block_hash(number)
     }
 }
 

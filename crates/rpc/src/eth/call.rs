@@ -40,7 +40,7 @@ impl Rpc {
     /// from now, so the wait for a worker counts: a call that waited past it does not
     /// start). The answer is awaited a little longer than that, so a call stuck outside
     /// the EVM (a slow disk) is not waited on forever.
-    async fn evm<T: Send + 'static>(
+    pub(crate) async fn evm<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Rpc, Instant) -> Outcome<T> + Send + 'static,
     ) -> Outcome<T> {
@@ -59,14 +59,18 @@ impl Rpc {
     }
 
     /// The error of a call stopped at the EVM timeout, in go-ethereum's words.
-    fn timed_out(&self) -> RpcError {
+    pub(crate) fn timed_out(&self) -> RpcError {
         RpcError::Internal(format!(
             "execution aborted (timeout = {}s)",
             self.ctx.config.evm_timeout.as_secs_f64()
         ))
     }
 
-    fn call_request(&self, request: &TransactionRequest, gas: Option<u64>) -> CallRequest {
+    pub(crate) fn call_request(
+        &self,
+        request: &TransactionRequest,
+        gas: Option<u64>,
+    ) -> CallRequest {
         let cap = self.ctx.config.gas_cap;
         CallRequest {
             from: request.from.unwrap_or_default(),

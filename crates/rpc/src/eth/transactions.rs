@@ -45,7 +45,7 @@ pub trait EthTransactionsApi {
 
 impl Rpc {
     /// Where the included transaction with this hash is: block number and index.
-    fn tx_location(&self, hash: B256) -> Outcome<Option<(u64, usize)>> {
+    pub(crate) fn tx_location(&self, hash: B256) -> Outcome<Option<(u64, usize)>> {
         let location = self
             .ctx
             .view

@@ -1,0 +1,169 @@
+"""Differential traces: the same transactions sent to a `stave node --dev` and to Anvil
+(both on chain id 1337, Prague rules, the dev mnemonic's accounts), each traced on both
+with `callTracer`, `prestateTracer` (plain and `diffMode`) and the struct logger, and the
+answers compared field by field. Anvil is the reference (it traces with revm-inspectors
+too, so every field must agree); the only differences allowed are the block's proposer
+(COINBASE), which the two chains name differently and which earns different tips, and
+the top call frame's `gas`, which Stave reports as go-ethereum's callTracer does (the
+transaction's gas limit) and Anvil net of the intrinsic gas, and accounts empty before
+the transaction in the plain prestate, which go-ethereum (and Stave) leave out and Anvil
+lists.
+
+Usage: python traces.py <stave rpc port> <anvil rpc port> <path to StaveToken.bin>
+"""
+
+import json
+import sys
+import time
+import urllib.request
+
+from eth_account import Account
+from eth_utils import to_checksum_address
+
+stave_port, anvil_port, bin_path = sys.argv[1], sys.argv[2], sys.argv[3]
+NODES = {"stave": f"http://127.0.0.1:{stave_port}", "anvil": f"http://127.0.0.1:{anvil_port}"}
+Account.enable_unaudited_hdwallet_features()
+MNEMONIC = "test test test test test test test test test test test junk"
+# Accounts the other interop scripts leave alone.
+deployer = Account.from_mnemonic(MNEMONIC, account_path="m/44'/60'/0'/0/7")
+holder = Account.from_mnemonic(MNEMONIC, account_path="m/44'/60'/0'/0/8")
+GAS_PRICE = 5 * 10**9
+
+
+def rpc(node, method, params):
+    request = urllib.request.Request(
+        NODES[node],
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode(),
+        {"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.load(response)
+    if "error" in answer:
+        raise RuntimeError(f"{node} {method}: {answer['error']}")
+    return answer["result"]
+
+
+def word(value):
+    return value.to_bytes(32, "big").hex()
+
+
+TRANSFER = "a9059cbb"  # transfer(address,uint256)
+token_code = open(bin_path).read().strip().removeprefix("0x")
+# A creation whose initcode CREATEs a child (initcode PUSH1 0 PUSH1 0 RETURN), then
+# returns no code: a nested CREATE frame.
+factory = "6460006000f3" "600052" "6005" "601b" "6000" "f0" "50" "6000" "6000" "f3"
+token = None  # the token's address, the same on both chains (same sender and nonce)
+sent = []
+for name, account, nonce, to, data, value in [
+    ("token deployment", deployer, 0, None, token_code + word(10**24), 0),
+    ("token transfer", deployer, 1, "TOKEN", TRANSFER + word(int(holder.address, 16)) + word(10**21), 0),
+    ("failing transfer", holder, 0, "TOKEN", TRANSFER + word(int(deployer.address, 16)) + word(10**30), 0),
+    ("contract creating a contract", deployer, 2, None, factory, 0),
+    ("ether transfer", holder, 1, deployer.address, "", 10**18),
+]:
+    tx = {
+        "chainId": 1337,
+        "nonce": nonce,
+        "gasPrice": GAS_PRICE,
+        "gas": 3_000_000,
+        "value": value,
+        "data": "0x" + data,
+    }
+    if to is not None:
+        tx["to"] = token if to == "TOKEN" else to
+    signed = account.sign_transaction(tx)
+    raw = "0x" + signed.raw_transaction.hex().removeprefix("0x")
+    hashes = {node: rpc(node, "eth_sendRawTransaction", [raw]) for node in NODES}
+    assert len(set(hashes.values())) == 1, hashes
+    receipts = {}
+    for node in NODES:
+        deadline = time.time() + 30
+        while (receipt := rpc(node, "eth_getTransactionReceipt", [hashes[node]])) is None:
+            assert time.time() < deadline, f"{name} not included on {node}"
+            time.sleep(0.1)
+        receipts[node] = receipt
+    for field in ("status", "gasUsed", "contractAddress"):
+        values = {node: receipts[node][field] for node in NODES}
+        assert len(set(values.values())) == 1, f"{name}: {field} {values}"
+    if name == "token deployment":
+        token = to_checksum_address(receipts["stave"]["contractAddress"])
+    sent.append((name, hashes["stave"], {node: receipts[node]["blockNumber"] for node in NODES}))
+print(f"traces: {len(sent)} transactions included on both", flush=True)
+
+coinbases = {
+    node: {rpc(node, "eth_getBlockByNumber", [number, False])["miner"].lower() for number in
+           (numbers[node] for _, _, numbers in sent)}
+    for node in NODES
+}
+
+
+def without_coinbase(node, accounts):
+    return {address: state for address, state in accounts.items() if address.lower() not in coinbases[node]}
+
+
+def was_empty(state):
+    return int(state.get("balance", "0x0"), 16) == 0 and not state.get("nonce") and not state.get("code")
+
+
+def compare(what, answers):
+    stave, anvil = answers["stave"], answers["anvil"]
+    if stave != anvil:
+        print(f"{what} differs:\nstave: {json.dumps(stave, indent=1)[:4000]}\nanvil: {json.dumps(anvil, indent=1)[:4000]}")
+        sys.exit(1)
+
+
+def call_frames(what, config, gas, trace):
+    """Both nodes' callTracer answers, their top frame's gas checked and set aside."""
+    answers = {node: trace(node, {"tracer": "callTracer", "tracerConfig": config}) for node in NODES}
+    stave_gas = answers["stave"].pop("gas")
+    assert stave_gas == hex(gas), f"{what}: top frame gas {stave_gas}, not the gas limit {hex(gas)}"
+    assert int(answers["anvil"].pop("gas"), 16) < gas
+    compare(f"{what}: callTracer {config}", answers)
+
+
+checked = 0
+for name, tx_hash, _ in sent:
+    for config in ({}, {"withLog": True}, {"onlyTopCall": True}):
+        call_frames(name, config, 3_000_000, lambda node, options: rpc(node, "debug_traceTransaction", [tx_hash, options]))
+    pre = {node: without_coinbase(node, rpc(node, "debug_traceTransaction", [tx_hash, {"tracer": "prestateTracer"}])) for node in NODES}
+    assert not any(was_empty(state) for state in pre["stave"].values()), pre["stave"]
+    pre["anvil"] = {address: state for address, state in pre["anvil"].items() if not was_empty(state)}
+    compare(f"{name}: prestateTracer", pre)
+    diff = {}
+    for node in NODES:
+        answer = rpc(node, "debug_traceTransaction", [tx_hash, {"tracer": "prestateTracer", "tracerConfig": {"diffMode": True}}])
+        diff[node] = {side: without_coinbase(node, answer[side]) for side in ("pre", "post")}
+    compare(f"{name}: prestateTracer diffMode", diff)
+    for options in ({}, {"enableMemory": True, "enableReturnData": True}, {"disableStack": True, "disableStorage": True}):
+        logs = {node: rpc(node, "debug_traceTransaction", [tx_hash, options]) for node in NODES}
+        compare(f"{name}: struct logs {options}", logs)
+        assert logs["stave"]["structLogs"] or name == "ether transfer", f"{name}: no struct logs"
+    four = {node: rpc(node, "debug_traceTransaction", [tx_hash, {"tracer": "4byteTracer"}]) for node in NODES}
+    compare(f"{name}: 4byteTracer", four)
+    checked += 1
+
+# A call traced on the latest state: the holder's token balance.
+BALANCE_OF = "70a08231"
+call = {"from": holder.address, "to": token, "data": "0x" + BALANCE_OF + word(int(holder.address, 16))}
+call["gas"] = hex(100_000)
+call_frames("debug_traceCall", {}, 100_000, lambda node, options: rpc(node, "debug_traceCall", [call, "latest", options]))
+# Parity-style traces of the token transfer.
+transfer_hash = sent[1][1]
+parity = {node: [{k: v for k, v in frame.items() if k not in ("blockHash", "blockNumber")}
+                 for frame in rpc(node, "trace_transaction", [transfer_hash])] for node in NODES}
+compare("trace_transaction", parity)
+print(f"traces: {checked} transactions traced alike on Stave and Anvil (callTracer, prestateTracer, struct logs, 4byte, debug_traceCall, trace_transaction)")
+
+# Bad requests get typed errors, not crashes.
+for params, wanted in [
+    (["0x" + "11" * 32, {}], "not found"),
+    ([transfer_hash, {"tracer": "function() { return {}; }"}], "tracer"),
+    ([transfer_hash, {"tracer": "callTracer", "tracerConfig": {"onlyTopCall": "yes"}}], "tracer config"),
+]:
+    try:
+        rpc("stave", "debug_traceTransaction", params)
+    except RuntimeError as error:
+        assert wanted in str(error), error
+    else:
+        raise AssertionError(f"{params} was answered")
+print("traces: bad tracer requests refused")
