@@ -132,6 +132,7 @@ fn harness() -> &'static Harness {
                 heads,
                 admitted: None,
                 sync: None,
+                peer_count: None,
                 config,
             })
             .expect("methods")

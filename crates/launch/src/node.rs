@@ -409,6 +409,10 @@ impl Parts {
             admitted: p2p.as_ref().map(|p2p| p2p.admitted.clone()),
             config: config.rpc.clone(),
             sync,
+            peer_count: network.clone().map(|network| {
+                let count: stave_rpc::PeerCount = Arc::new(move || network.peers().len());
+                count
+            }),
         };
         let server = match config.rpc_enabled {
             true => {

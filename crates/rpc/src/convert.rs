@@ -220,13 +220,8 @@ pub fn rpc_receipts(block: &StoredBlock, receipts: &[Receipt]) -> Vec<Transactio
                 },
                 logs_bloom: receipt.logs_bloom,
             };
-            let inner = match tx.tx_type() {
-                0 => ReceiptEnvelope::Legacy(inner),
-                1 => ReceiptEnvelope::Eip2930(inner),
-                _ => ReceiptEnvelope::Eip1559(inner),
-            };
             TransactionReceipt {
-                inner,
+                inner: receipt_envelope(tx.tx_type(), inner),
                 transaction_hash: tx.hash(),
                 transaction_index: Some(index as u64),
                 block_hash: Some(block.hash),
@@ -245,4 +240,16 @@ pub fn rpc_receipts(block: &StoredBlock, receipts: &[Receipt]) -> Vec<Transactio
             }
         })
         .collect()
+}
+
+/// A receipt in the envelope of its transaction's type (`tx_type`, EIP-2718).
+pub fn receipt_envelope<T>(
+    tx_type: u8,
+    receipt: ReceiptWithBloom<alloy_consensus::Receipt<T>>,
+) -> ReceiptEnvelope<T> {
+    match tx_type {
+        0 => ReceiptEnvelope::Legacy(receipt),
+        1 => ReceiptEnvelope::Eip2930(receipt),
+        _ => ReceiptEnvelope::Eip1559(receipt),
+    }
 }

@@ -1,10 +1,13 @@
 //! `debug_trace*`: go-ethereum's transaction traces (the struct logger, `callTracer`,
 //! `prestateTracer`, `4byteTracer`, `noopTracer`, `flatCallTracer`, `muxTracer`), made by
 //! revm-inspectors (see [`crate::trace`] for how blocks and calls are traced). JavaScript
-//! tracers are refused.
+//! tracers are refused. Also `debug_getRaw*`: a block's header, the block, a transaction
+//! and a block's receipts in their consensus encodings.
 
+use alloy_consensus::ReceiptWithBloom;
+use alloy_eips::eip2718::Encodable2718 as _;
 use alloy_eips::{BlockId, BlockNumberOrTag};
-use alloy_primitives::B256;
+use alloy_primitives::{B256, Bytes};
 use alloy_rpc_types_eth::TransactionRequest;
 use alloy_rpc_types_trace::geth::{
     GethDebugTracingCallOptions, GethDebugTracingOptions, GethTrace, TraceResult,
@@ -15,7 +18,10 @@ use jsonrpsee::{
 };
 use stave_exec::{Tracer, TxTrace};
 
+use stave_storage::read;
+
 use crate::{
+    convert::{StoredBlock, receipt_envelope},
     error::RpcError,
     rpc::{Outcome, Rpc},
     trace::tag,
@@ -53,6 +59,19 @@ pub trait DebugApi {
         hash: B256,
         options: Option<GethDebugTracingOptions>,
     ) -> RpcResult<Vec<TraceResult>>;
+    /// A block's header RLP, exactly as hashed.
+    #[method(name = "debug_getRawHeader")]
+    async fn raw_header(&self, block: BlockId) -> RpcResult<Bytes>;
+    /// A block as RLP: its header, its transactions (EIP-2718, as in a block body) and an
+    /// empty uncle list.
+    #[method(name = "debug_getRawBlock")]
+    async fn raw_block(&self, block: BlockId) -> RpcResult<Bytes>;
+    /// An included or pending transaction's signed EIP-2718 bytes.
+    #[method(name = "debug_getRawTransaction")]
+    async fn raw_transaction(&self, hash: B256) -> RpcResult<Bytes>;
+    /// A block's receipts, each in its EIP-2718 envelope.
+    #[method(name = "debug_getRawReceipts")]
+    async fn raw_receipts(&self, block: BlockId) -> RpcResult<Vec<Bytes>>;
 }
 
 /// The tracer `options` name (the struct logger when none).
@@ -71,6 +90,17 @@ fn geth_trace(trace: TxTrace) -> Outcome<GethTrace> {
 }
 
 impl Rpc {
+    /// Stored block `block` and its header's RLP; an error naming it when not stored.
+    fn raw_parts(&self, block: BlockId) -> Outcome<(StoredBlock, Vec<u8>)> {
+        let number = self.number_of(Some(block))?;
+        let missing = || RpcError::InvalidParams(format!("block {number} not found"));
+        let stored = self.visible_block(number, false)?.ok_or_else(missing)?;
+        let header = read::encoded_header(self.ctx.view.store(), number)
+            .map_err(RpcError::internal)?
+            .ok_or_else(missing)?;
+        Ok((stored, header))
+    }
+
     /// Every transaction of block `block` traced with `options`, each with its hash.
     async fn trace_block_geth(
         &self,
@@ -153,5 +183,64 @@ impl DebugApiServer for Rpc {
         options: Option<GethDebugTracingOptions>,
     ) -> RpcResult<Vec<TraceResult>> {
         Ok(self.trace_block_geth(BlockId::from(hash), options).await?)
+    }
+
+    async fn raw_header(&self, block: BlockId) -> RpcResult<Bytes> {
+        Ok(self
+            .heavy(move |rpc| Ok(Bytes::from(rpc.raw_parts(block)?.1)))
+            .await?)
+    }
+
+    async fn raw_block(&self, block: BlockId) -> RpcResult<Bytes> {
+        Ok(self
+            .heavy(move |rpc| {
+                let (stored, header) = rpc.raw_parts(block)?;
+                let txs: Vec<_> = stored.txs.iter().map(|(tx, _)| tx.envelope()).collect();
+                let mut body = Vec::new();
+                alloy_rlp::encode_list::<_, alloy_consensus::TxEnvelope>(&txs, &mut body);
+                // No uncles.
+                alloy_rlp::encode_list::<u8, u8>(&[], &mut body);
+                let mut out = Vec::with_capacity(header.len() + body.len() + 9);
+                alloy_rlp::Header {
+                    list: true,
+                    payload_length: header.len() + body.len(),
+                }
+                .encode(&mut out);
+                out.extend_from_slice(&header);
+                out.extend_from_slice(&body);
+                Ok(Bytes::from(out))
+            })
+            .await?)
+    }
+
+    async fn raw_transaction(&self, hash: B256) -> RpcResult<Bytes> {
+        Ok(self
+            .heavy(move |rpc| {
+                rpc.raw_transaction(hash)?
+                    .ok_or_else(|| RpcError::InvalidParams(format!("transaction {hash} not found")))
+            })
+            .await?)
+    }
+
+    async fn raw_receipts(&self, block: BlockId) -> RpcResult<Vec<Bytes>> {
+        Ok(self
+            .heavy(move |rpc| {
+                let (stored, _) = rpc.raw_parts(block)?;
+                let receipts = read::receipts(rpc.ctx.view.store(), stored.header.number)
+                    .map_err(RpcError::internal)?
+                    .unwrap_or_default();
+                Ok(receipts
+                    .iter()
+                    .zip(&stored.txs)
+                    .map(|(receipt, (tx, _))| {
+                        let with_bloom = ReceiptWithBloom {
+                            receipt: receipt.receipt.clone(),
+                            logs_bloom: receipt.logs_bloom,
+                        };
+                        Bytes::from(receipt_envelope(tx.tx_type(), with_bloom).encoded_2718())
+                    })
+                    .collect())
+            })
+            .await?)
     }
 }

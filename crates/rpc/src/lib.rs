@@ -37,4 +37,4 @@ mod workers;
 
 pub use config::RpcConfig;
 pub use error::RpcError;
-pub use server::{NodeContext, RpcServer, SyncProgress, methods, start};
+pub use server::{NodeContext, PeerCount, RpcServer, SyncProgress, methods, start};

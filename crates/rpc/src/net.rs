@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use alloy_primitives::{Address, U64, U256};
+use alloy_primitives::{Address, B256, Bytes, U64, U256, keccak256};
 use alloy_rpc_types_eth::{SyncInfo, SyncStatus};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 
@@ -36,6 +36,15 @@ pub trait NetApi {
     /// Accounts the node signs for: none.
     #[method(name = "eth_accounts")]
     fn accounts(&self) -> RpcResult<Vec<Address>>;
+    /// How many peers the node is connected to (none without a network).
+    #[method(name = "net_peerCount")]
+    fn peer_count(&self) -> RpcResult<U64>;
+    /// Keccak-256 of the bytes given.
+    #[method(name = "web3_sha3")]
+    fn sha3(&self, data: Bytes) -> RpcResult<B256>;
+    /// The address the head block credits its fees to (the proposer).
+    #[method(name = "eth_coinbase")]
+    fn coinbase(&self) -> RpcResult<Address>;
 }
 
 impl NetApiServer for Rpc {
@@ -74,5 +83,23 @@ impl NetApiServer for Rpc {
 
     fn accounts(&self) -> RpcResult<Vec<Address>> {
         Ok(Vec::new())
+    }
+
+    fn peer_count(&self) -> RpcResult<U64> {
+        let peers = self.ctx.peer_count.as_ref().map_or(0, |count| count());
+        Ok(U64::from(peers))
+    }
+
+    fn sha3(&self, data: Bytes) -> RpcResult<B256> {
+        Ok(keccak256(data))
+    }
+
+    fn coinbase(&self) -> RpcResult<Address> {
+        let proposer = self
+            .ctx
+            .view
+            .with_state(None, |_, header| header.proposer)
+            .map_err(crate::RpcError::from)?;
+        Ok(proposer)
     }
 }

@@ -66,8 +66,11 @@ impl Rpc {
         Ok(self.ctx.view.head().map_err(RpcError::internal)?.0)
     }
 
-    /// The block number a tag or id stands for (`pending` is the head: blocks are built
-    /// at once, so there is no pending block).
+    /// The block number a tag or id stands for. `safe` and `finalized` are the head: a
+    /// node commits a block only once it is final (a validator or full node once the
+    /// validators' certificate finalizes it; a single producer's blocks are final as
+    /// made), so nothing below the head can be reverted. `pending` is the head too:
+    /// blocks are built at once, so there is no pending block.
     pub(crate) fn number_of(&self, block: Option<BlockId>) -> Outcome<u64> {
         match block.unwrap_or(BlockId::Number(BlockNumberOrTag::Latest)) {
             BlockId::Hash(hash) => self.number_by_hash(hash.block_hash)?.ok_or_else(|| {

@@ -47,7 +47,13 @@ pub struct NodeContext {
     /// How far the chain has to go, on a node that takes its blocks from others
     /// (`eth_syncing`); `None` on a node that makes its own.
     pub sync: Option<SyncProgress>,
+    /// How many peers the node is connected to now (`net_peerCount`); `None` on a node
+    /// without a network.
+    pub peer_count: Option<PeerCount>,
 }
+
+/// Counts the node's connected peers.
+pub type PeerCount = Arc<dyn Fn() -> usize + Send + Sync>;
 
 /// What `eth_syncing` reports on a node that takes its blocks from others.
 #[derive(Clone, Debug)]

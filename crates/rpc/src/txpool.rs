@@ -2,6 +2,8 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
+use alloy_primitives::Address;
+
 use jsonrpsee::{
     core::{RpcResult, async_trait},
     proc_macros::rpc,
@@ -38,6 +40,22 @@ pub trait TxpoolApi {
     /// Every pooled transaction by sender and nonce.
     #[method(name = "txpool_content")]
     async fn content(&self) -> RpcResult<PoolContent>;
+    /// One sender's pooled transactions by nonce.
+    #[method(name = "txpool_contentFrom")]
+    async fn content_from(&self, sender: Address) -> RpcResult<SenderContent>;
+    /// Every pooled transaction by sender and nonce, summed up in go-ethereum's words:
+    /// `to: value wei + gas gas × price wei`.
+    #[method(name = "txpool_inspect")]
+    async fn inspect(&self) -> RpcResult<PoolContent>;
+}
+
+/// What `txpool_contentFrom` answers: one sender's transactions by nonce (decimal).
+#[derive(Debug, Clone, Serialize)]
+pub struct SenderContent {
+    /// Transactions that can go in the next block.
+    pending: BTreeMap<String, Json>,
+    /// Transactions behind a nonce gap or a balance they would exceed.
+    queued: BTreeMap<String, Json>,
 }
 
 #[async_trait]
@@ -59,22 +77,71 @@ impl TxpoolApiServer for Rpc {
     }
 
     async fn content(&self) -> RpcResult<PoolContent> {
-        Ok(self.heavy(Rpc::pool_content).await?)
+        Ok(self
+            .heavy(|rpc| rpc.pool_content(None, |tx, sender| rpc_tx(&tx.tx.tx, sender, None)))
+            .await?)
+    }
+
+    async fn content_from(&self, sender: Address) -> RpcResult<SenderContent> {
+        Ok(self
+            .heavy(move |rpc| {
+                let mut content =
+                    rpc.pool_content(Some(sender), |tx, sender| rpc_tx(&tx.tx.tx, sender, None))?;
+                let key = sender.to_checksum(None);
+                Ok(SenderContent {
+                    pending: content.pending.remove(&key).unwrap_or_default(),
+                    queued: content.queued.remove(&key).unwrap_or_default(),
+                })
+            })
+            .await?)
+    }
+
+    async fn inspect(&self) -> RpcResult<PoolContent> {
+        Ok(self
+            .heavy(|rpc| rpc.pool_content(None, |tx, _| summary(tx)))
+            .await?)
     }
 }
 
+/// A pooled transaction as `txpool_inspect` sums it up (go-ethereum's format; the price
+/// is the fee cap for EIP-1559 transactions).
+fn summary(tx: &stave_txpool::PoolTx) -> String {
+    use alloy_consensus::Transaction as _;
+    let envelope = tx.tx.tx.envelope();
+    let to = match envelope.to() {
+        Some(to) => to.to_checksum(None),
+        None => "contract creation".to_string(),
+    };
+    format!(
+        "{to}: {} wei + {} gas × {} wei",
+        envelope.value(),
+        envelope.gas_limit(),
+        tx.max_fee
+    )
+}
+
 impl Rpc {
-    /// `txpool_content` on the calling thread (a worker's), within the response cap.
-    fn pool_content(&self) -> Outcome<PoolContent> {
+    /// The pool's transactions (of `only` that sender, if given) by sender and nonce,
+    /// each as `show` makes it, on the calling thread (a worker's), within the response
+    /// cap.
+    fn pool_content<T: Serialize>(
+        &self,
+        only: Option<Address>,
+        show: impl Fn(&stave_txpool::PoolTx, Address) -> T,
+    ) -> Outcome<PoolContent> {
         let mut budget = ResponseBudget::new(&self.ctx.config);
         let (mut pending, mut queued) = (BySender::new(), BySender::new());
-        for (sender, content) in self.ctx.pool.content() {
+        let content = self.ctx.pool.content();
+        let senders = content
+            .into_iter()
+            .filter(|(sender, _)| only.is_none_or(|only| only == *sender));
+        for (sender, content) in senders {
             let mut by_nonce = |txs: &[Arc<stave_txpool::PoolTx>]| {
                 txs.iter()
                     .map(|tx| {
-                        let rpc = rpc_tx(&tx.tx.tx, sender, None);
+                        let shown = show(tx, sender);
                         let json =
-                            budget.charge(&rpc, || "Ask for txpool_status instead.".into())?;
+                            budget.charge(&shown, || "Ask for txpool_status instead.".into())?;
                         Ok((tx.nonce.to_string(), json))
                     })
                     .collect::<Outcome<BTreeMap<_, _>>>()

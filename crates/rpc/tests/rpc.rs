@@ -1,5 +1,6 @@
 //! The RPC server in-process over a real data dir: logs and their limits, fee history,
-//! storage reads, state at earlier blocks and its horizon.
+//! storage reads, state at earlier blocks and its horizon, headers, raw forms and pool
+//! views.
 
 use std::sync::{
     Arc,
@@ -79,6 +80,7 @@ async fn serve_with(
         heads,
         admitted: None,
         sync,
+        peer_count: None,
         config: RpcConfig {
             addr: "127.0.0.1:0".parse().expect("address"),
             ..config
@@ -491,4 +493,144 @@ async fn syncing_reports_progress_only_while_the_node_is_behind() {
     assert_eq!(hex_u64(&progress["startingBlock"]), 0, "{progress}");
     assert_eq!(hex_u64(&progress["currentBlock"]), 0, "{progress}");
     assert_eq!(hex_u64(&progress["highestBlock"]), 1_000, "{progress}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_raw_forms_pool_views_and_node_facts_are_served() {
+    use alloy_consensus::ReceiptEnvelope;
+    use alloy_eips::eip2718::Decodable2718 as _;
+    use alloy_primitives::{Bytes, keccak256};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (addr, _server, mut producer, pool, layers, _store) =
+        serve(dir.path(), RpcConfig::default()).await;
+    let client = HttpClientBuilder::default()
+        .build(format!("http://{addr}"))
+        .expect("client");
+    let sender = LocalSigner::from_secret(&dev_account(0).secret).expect("key");
+    let receiver = dev_account(1).address;
+    let builder = TxBuilder::new(CHAIN_ID, 2 * u128::from(DEFAULT_BASE_FEE));
+    let included = sender.sign_tx(builder.erc20_transfer(0, TOKEN, receiver, U256::from(1)));
+    let added = pool.add(&[included.encoded()], &layers.latest(), DEFAULT_BASE_FEE);
+    assert!(added[0].is_ok(), "{added:?}");
+    producer.produce(1).expect("produces");
+    // One more, left in the pool.
+    let pending = sender.sign_tx(builder.erc20_transfer(1, TOKEN, receiver, U256::from(2)));
+    let added = pool.add(&[pending.encoded()], &layers.latest(), DEFAULT_BASE_FEE);
+    assert!(added[0].is_ok(), "{added:?}");
+
+    // Headers, by number and by hash, are the blocks' own.
+    let block: Value = client
+        .request("eth_getBlockByNumber", rpc_params!["0x1", false])
+        .await
+        .expect("block");
+    let header: Value = client
+        .request("eth_getHeaderByNumber", rpc_params!["0x1"])
+        .await
+        .expect("header");
+    assert_eq!(header["hash"], block["hash"]);
+    assert_eq!(header["stateRoot"], block["stateRoot"]);
+    assert!(header.get("transactions").is_none());
+    let by_hash: Value = client
+        .request("eth_getHeaderByHash", rpc_params![block["hash"].clone()])
+        .await
+        .expect("header");
+    assert_eq!(by_hash, header);
+    // `finalized` and `safe` are the head: every block held is final.
+    for tag in ["finalized", "safe", "latest"] {
+        let head: Value = client
+            .request("eth_getHeaderByNumber", rpc_params![tag])
+            .await
+            .expect("header");
+        assert_eq!(head["hash"], block["hash"], "{tag}");
+    }
+
+    // Raw forms: transactions included and pooled, the header as hashed, the block, the
+    // receipts in their envelopes.
+    for tx in [&included, &pending] {
+        for method in ["eth_getRawTransactionByHash", "debug_getRawTransaction"] {
+            let raw: Bytes = client
+                .request(method, rpc_params![tx.hash()])
+                .await
+                .expect("raw tx");
+            assert_eq!(raw.to_vec(), tx.encoded(), "{method}");
+        }
+    }
+    let missing: Option<Bytes> = client
+        .request("eth_getRawTransactionByHash", rpc_params![B256::ZERO])
+        .await
+        .expect("answered");
+    assert!(missing.is_none());
+    let raw_header: Bytes = client
+        .request("debug_getRawHeader", rpc_params!["0x1"])
+        .await
+        .expect("raw header");
+    assert_eq!(
+        format!("{:?}", keccak256(&raw_header)),
+        block["hash"].as_str().expect("hash")
+    );
+    let raw_block: Bytes = client
+        .request("debug_getRawBlock", rpc_params!["0x1"])
+        .await
+        .expect("raw block");
+    let mut rest = &raw_block[..];
+    let outer = alloy_rlp::Header::decode(&mut rest).expect("a list");
+    assert!(outer.list && outer.payload_length == rest.len());
+    assert!(rest.starts_with(&raw_header));
+    let mut body = &rest[raw_header.len()..];
+    let txs: Vec<alloy_consensus::TxEnvelope> =
+        alloy_rlp::Decodable::decode(&mut body).expect("transactions");
+    assert_eq!(txs.len(), 1);
+    assert_eq!(*txs[0].tx_hash(), included.hash());
+    assert_eq!(body, [0xc0], "no uncles");
+    let receipts: Vec<Bytes> = client
+        .request("debug_getRawReceipts", rpc_params!["0x1"])
+        .await
+        .expect("raw receipts");
+    assert_eq!(receipts.len(), 1);
+    let receipt = ReceiptEnvelope::decode_2718(&mut &receipts[0][..]).expect("a receipt");
+    assert!(receipt.is_success());
+    assert_eq!(receipt.logs().len(), 1);
+
+    // The pool, by sender and summed up.
+    let from: Value = client
+        .request("txpool_contentFrom", rpc_params![sender.address()])
+        .await
+        .expect("content");
+    assert_eq!(
+        from["pending"]["1"]["hash"],
+        serde_json::json!(pending.hash())
+    );
+    assert_eq!(from["queued"], serde_json::json!({}));
+    let inspect: Value = client
+        .request("txpool_inspect", rpc_params![])
+        .await
+        .expect("inspect");
+    let summary = inspect["pending"][sender.address().to_checksum(None)]["1"]
+        .as_str()
+        .expect("a summary")
+        .to_string();
+    let expected_price = 2 * u128::from(DEFAULT_BASE_FEE);
+    assert!(
+        summary.starts_with(&format!("{}: 0 wei + ", TOKEN.to_checksum(None)))
+            && summary.ends_with(&format!(" gas × {expected_price} wei")),
+        "{summary}"
+    );
+
+    // Facts about the node.
+    let peers: String = client
+        .request("net_peerCount", rpc_params![])
+        .await
+        .expect("peers");
+    assert_eq!(peers, "0x0");
+    let hash: B256 = client
+        .request("web3_sha3", rpc_params!["0x68656c6c6f"])
+        .await
+        .expect("sha3");
+    assert_eq!(hash, keccak256(b"hello"));
+    let coinbase: Address = client
+        .request("eth_coinbase", rpc_params![])
+        .await
+        .expect("coinbase");
+    assert_eq!(serde_json::json!(coinbase), block["miner"]);
 }

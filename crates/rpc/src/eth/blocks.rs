@@ -4,7 +4,7 @@
 
 use alloy_eips::{BlockId, BlockNumberOrTag};
 use alloy_primitives::{B256, U64};
-use alloy_rpc_types_eth::{Block, TransactionReceipt};
+use alloy_rpc_types_eth::{Block, Header, TransactionReceipt};
 use jsonrpsee::{
     core::{RpcResult, async_trait},
     proc_macros::rpc,
@@ -43,6 +43,12 @@ pub trait EthBlocksApi {
     /// Every receipt of a block.
     #[method(name = "eth_getBlockReceipts")]
     async fn block_receipts(&self, block: BlockId) -> RpcResult<Option<Vec<Json>>>;
+    /// A block's header by number or tag.
+    #[method(name = "eth_getHeaderByNumber")]
+    async fn header_by_number(&self, number: BlockNumberOrTag) -> RpcResult<Option<Header>>;
+    /// A block's header by hash.
+    #[method(name = "eth_getHeaderByHash")]
+    async fn header_by_hash(&self, hash: B256) -> RpcResult<Option<Header>>;
 }
 
 impl Rpc {
@@ -100,6 +106,22 @@ impl EthBlocksApiServer for Rpc {
                 None => Ok(None),
             })
             .await?)
+    }
+
+    async fn header_by_number(&self, number: BlockNumberOrTag) -> RpcResult<Option<Header>> {
+        let number = self.tag_number(number)?;
+        let block = self.heavy(move |rpc| rpc.block(number, false)).await?;
+        Ok(block.map(|block| block.header))
+    }
+
+    async fn header_by_hash(&self, hash: B256) -> RpcResult<Option<Header>> {
+        let block = self
+            .heavy(move |rpc| match rpc.number_by_hash(hash)? {
+                Some(number) => rpc.block(number, false),
+                None => Ok(None),
+            })
+            .await?;
+        Ok(block.map(|block| block.header))
     }
 
     async fn block_tx_count_by_number(&self, number: BlockNumberOrTag) -> RpcResult<Option<U64>> {

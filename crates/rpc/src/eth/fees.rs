@@ -67,31 +67,57 @@ fn check_percentiles(percentiles: &[f64], config: &RpcConfig) -> Outcome<()> {
 }
 
 /// The rewards at `percentiles` of block `number`'s transactions, whose base fee is
-/// `base_fee`: the tip at each percentile of the block's tips, lowest first.
+/// `base_fee` (see [`weighted_rewards`]).
 fn block_rewards(
     store: &dyn KvStore,
     number: u64,
     base_fee: u64,
     percentiles: &[f64],
 ) -> Outcome<Vec<u128>> {
-    let mut tips: Vec<u128> = load_body(store, number)?
+    let receipts = read::receipts(store, number)
+        .map_err(RpcError::internal)?
+        .unwrap_or_default();
+    let mut cumulative_before = 0;
+    let txs: Vec<(u128, u64)> = load_body(store, number)?
         .iter()
-        .map(|tx| {
-            tx.envelope()
+        .zip(&receipts)
+        .map(|(tx, receipt)| {
+            let cumulative = receipt.receipt.cumulative_gas_used;
+            let gas_used = cumulative.saturating_sub(cumulative_before);
+            cumulative_before = cumulative;
+            let tip = tx
+                .envelope()
                 .effective_tip_per_gas(base_fee)
-                .unwrap_or_default()
+                .unwrap_or_default();
+            (tip, gas_used)
         })
         .collect();
-    tips.sort_unstable();
-    Ok(percentiles
+    Ok(weighted_rewards(txs, percentiles))
+}
+
+/// The tip at each of `percentiles` of a block's gas, as go-ethereum computes it: the
+/// transactions (`(tip, gas used)`) sorted by tip, the reward at `p` is the tip of the
+/// transaction within which the block's gas used, counted up from the cheapest, passes
+/// `p`%. Zero for an empty block.
+fn weighted_rewards(mut txs: Vec<(u128, u64)>, percentiles: &[f64]) -> Vec<u128> {
+    if txs.is_empty() {
+        return vec![0; percentiles.len()];
+    }
+    txs.sort_by_key(|(tip, _)| *tip);
+    let block_gas: u64 = txs.iter().map(|(_, gas)| gas).sum();
+    let mut index = 0;
+    let mut summed = txs[0].1;
+    percentiles
         .iter()
         .map(|p| {
-            let at = ((p / 100.0) * tips.len() as f64) as usize;
-            tips.get(at.min(tips.len().saturating_sub(1)))
-                .copied()
-                .unwrap_or(0)
+            let threshold = (block_gas as f64 * p / 100.0) as u64;
+            while summed < threshold && index + 1 < txs.len() {
+                index += 1;
+                summed += txs[index].1;
+            }
+            txs[index].0
         })
-        .collect())
+        .collect()
 }
 
 /// Blocks' rewards already computed, by block hash and the percentiles asked (as bits):
@@ -190,5 +216,23 @@ impl EthFeesApiServer for Rpc {
         Ok(self
             .heavy(move |rpc| rpc.history(count, newest, reward_percentiles))
             .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewards_are_weighted_by_the_gas_each_transaction_used() {
+        // One big cheap transaction and two small dear ones: by count the median tip would
+        // be 5; by gas, 90% of the block paid 1.
+        let txs = vec![(5, 21_000), (1, 900_000), (9, 79_000)];
+        assert_eq!(
+            weighted_rewards(txs, &[0.0, 50.0, 90.0, 91.0, 100.0]),
+            [1, 1, 1, 5, 9]
+        );
+        assert_eq!(weighted_rewards(Vec::new(), &[10.0, 50.0]), [0, 0]);
+        assert_eq!(weighted_rewards(vec![(3, 21_000)], &[0.0, 100.0]), [3, 3]);
     }
 }

@@ -41,6 +41,9 @@ pub trait EthTransactionsApi {
         hash: B256,
         index: Index,
     ) -> RpcResult<Option<Transaction>>;
+    /// A transaction, pending or included, in its signed EIP-2718 form.
+    #[method(name = "eth_getRawTransactionByHash")]
+    async fn raw_transaction_by_hash(&self, hash: B256) -> RpcResult<Option<Bytes>>;
 }
 
 impl Rpc {
@@ -52,6 +55,21 @@ impl Rpc {
             .tx_location(hash)
             .map_err(RpcError::internal)?;
         Ok(location.map(|(number, index)| (number, index as usize)))
+    }
+
+    /// The signed EIP-2718 bytes of the transaction with this hash, pending or included.
+    pub(crate) fn raw_transaction(&self, hash: B256) -> Outcome<Option<Bytes>> {
+        if let Some(pooled) = self.ctx.pool.get(&hash) {
+            return Ok(Some(Bytes::from(pooled.tx.tx.encoded())));
+        }
+        let Some((number, index)) = self.tx_location(hash)? else {
+            return Ok(None);
+        };
+        let block = self.visible_block(number, false)?;
+        Ok(block.and_then(|block| {
+            let (tx, _) = block.txs.get(index)?;
+            Some(Bytes::from(tx.encoded()))
+        }))
     }
 
     /// The transaction at `index` in block `number`, with its sender and position.
@@ -136,5 +154,9 @@ impl EthTransactionsApiServer for Rpc {
                 None => Ok(None),
             })
             .await?)
+    }
+
+    async fn raw_transaction_by_hash(&self, hash: B256) -> RpcResult<Option<Bytes>> {
+        Ok(self.heavy(move |rpc| rpc.raw_transaction(hash)).await?)
     }
 }
