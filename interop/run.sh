@@ -46,7 +46,7 @@ token="$here/../contracts/StaveToken.bin"
 node "$here/ethers.mjs" "$ethers_modules" "$port" "$token"
 node "$here/viem.cjs" "$viem_modules" "$port" "$token"
 "$web3py_venv/bin/python" "$here/web3py.py" "$port" "$token"
-# Traces against Anvil's, the same transactions sent to both (Anvil records struct logs
+# Traces, overrides and access lists against Anvil's, the same transactions sent to both (Anvil records struct logs
 # of mined transactions only with --steps-tracing).
 anvil_port=$((port + 4))
 "$anvil" --port "$anvil_port" --chain-id 1337 --hardfork prague --steps-tracing --silent \
@@ -59,7 +59,7 @@ for _ in $(seq 100); do
     kill -0 $anvil_pid || { cat "$datadir/anvil.log"; exit 1; }
     sleep 0.1
 done
-"$web3py_venv/bin/python" "$here/traces.py" "$port" "$anvil_port" "$token"
+"$web3py_venv/bin/python" "$here/anvil.py" "$port" "$anvil_port" "$token"
 kill $anvil_pid
 # A node whose governance contract lets nobody deploy: web3.py sees the refusal's rule.
 restricted="$datadir/restricted"

@@ -19,6 +19,7 @@ use revm::{
     bytecode::opcode,
     context::{TxEnv, result::ExecutionResult},
     context_interface::result::EVMError,
+    context_interface::transaction::AccessList,
     handler::instructions::EthInstructions,
     interpreter::{
         Host, Instruction, InstructionContext, InstructionExecResult, InstructionResult,
@@ -49,6 +50,8 @@ pub struct CallRequest {
     pub value: U256,
     /// Calldata, or initcode when `to` is `None`.
     pub input: Bytes,
+    /// Addresses and slots warmed before it runs (EIP-2930).
+    pub access_list: AccessList,
 }
 
 impl CallRequest {
@@ -63,6 +66,7 @@ impl CallRequest {
             gas_price: 0,
             value: envelope.value(),
             input: envelope.input().clone(),
+            access_list: envelope.access_list().cloned().unwrap_or_default(),
         }
     }
 }
@@ -248,7 +252,9 @@ pub(crate) fn call_evm<'a>(
         guard(&mut evm.instruction);
     }
     let tx = TxEnv {
-        tx_type: 0,
+        // An access list needs an EIP-2930 transaction; the gas price reads the same.
+        tx_type: u8::from(!request.access_list.is_empty()),
+        access_list: request.access_list.clone(),
         caller: request.from,
         gas_limit: request.gas,
         gas_price: request.gas_price,
@@ -302,16 +308,23 @@ fn run(
             });
         }
     };
-    let gas_used = result.tx_gas_used();
-    Ok(match result {
-        ExecutionResult::Success { output, .. } => CallOutcome::Success {
-            output: output.into_data(),
-            gas_used,
-        },
-        ExecutionResult::Revert { output, .. } => CallOutcome::Revert { output, gas_used },
-        ExecutionResult::Halt { reason, .. } => CallOutcome::Halt {
-            reason: format!("{reason:?}"),
-            gas_used,
-        },
-    })
+    Ok(CallOutcome::of(result))
+}
+
+impl CallOutcome {
+    /// What revm's `result` says the call did.
+    pub(crate) fn of(result: ExecutionResult) -> Self {
+        let gas_used = result.tx_gas_used();
+        match result {
+            ExecutionResult::Success { output, .. } => Self::Success {
+                output: output.into_data(),
+                gas_used,
+            },
+            ExecutionResult::Revert { output, .. } => Self::Revert { output, gas_used },
+            ExecutionResult::Halt { reason, .. } => Self::Halt {
+                reason: format!("{reason:?}"),
+                gas_used,
+            },
+        }
+    }
 }

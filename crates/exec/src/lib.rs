@@ -17,6 +17,7 @@ mod db;
 mod env;
 mod error;
 mod evm;
+mod overrides;
 mod parallel;
 mod serial;
 mod trace;
@@ -24,9 +25,13 @@ mod trace;
 pub use call::{CallOutcome, CallRequest, call, call_until};
 pub use env::{BlockEnv, BlockInput, Mode};
 pub use error::ExecError;
+pub use overrides::{Overridden, OverrideError, override_block};
 pub use parallel::ParallelExecutor;
 pub use serial::{ExecutionOutcome, SkippedTx, execute_serial};
 pub use stave_primitives::{
     AccountDiff, AccountState, MemoryState, StateDiff, StateError, StateReader,
 };
-pub use trace::{TraceBounds, TraceError, TracedBlock, Tracer, TxTrace, trace_block, trace_call};
+pub use trace::{
+    TraceBounds, TraceError, TracedBlock, Tracer, TxTrace, create_access_list, trace_block,
+    trace_call,
+};

@@ -6,7 +6,8 @@
 //! executor's rules: each on the state the ones before it left, fees to the proposer);
 //! those before the first one traced run untraced. A call runs as [`call_until`] runs it.
 //! Both stop at a deadline as `eth_call` does: the tracers record every step, so time, not
-//! only gas, is what a request must be bounded by.
+//! only gas, is what a request must be bounded by. `eth_createAccessList` runs a call
+//! under revm-inspectors' access-list inspector the same way.
 //!
 //! [`call_until`]: crate::call_until
 
@@ -23,8 +24,10 @@ use revm::{
     ExecuteEvm, InspectEvm, Inspector,
     context::{BlockEnv as RevmBlockEnv, TxEnv, result::ResultAndState},
     context_interface::result::EVMError,
+    context_interface::transaction::AccessList,
     handler::MainnetContext,
 };
+use revm_inspectors::access_list::AccessListInspector;
 use revm_inspectors::tracing::{
     DebugInspector, DebugInspectorError, TraceLimitBehavior, TraceLimits, TracingInspector,
     TracingInspectorConfig, TransactionContext,
@@ -32,7 +35,7 @@ use revm_inspectors::tracing::{
 use stave_primitives::{RecoveredTx, StateReader};
 
 use crate::{
-    call::{CallRequest, DeadlineScope, call_evm, guard},
+    call::{CallOutcome, CallRequest, DeadlineScope, call_evm, guard},
     db::{BlockDb, Changes, Overlay, OverlayRef, Reusable as _, WriteLog},
     env::BlockEnv,
     error::ExecError,
@@ -115,6 +118,9 @@ pub enum TraceError {
         /// revm's reason.
         reason: String,
     },
+    /// An access list still changed after this many runs.
+    #[error("the access list did not settle in {0} runs")]
+    Unsettled(usize),
     /// The state could not be read.
     #[error(transparent)]
     Exec(#[from] ExecError),
@@ -152,6 +158,56 @@ pub fn trace_block(
             hash: Some(tx.tx.hash()),
         });
     with_tracer(tracer, evm, Some(block.hash), runs, bounds)
+}
+
+/// Most runs [`create_access_list`] makes: each warms what the one before touched, which
+/// may take the call down another path that touches more.
+const ACCESS_LIST_ROUNDS: usize = 8;
+
+/// The addresses and storage slots `request` touches besides its sender, its callee and
+/// the precompiles (EIP-2930), and what the call does with them warmed, as
+/// `eth_createAccessList` answers: run again with the list found until it stops changing.
+pub fn create_access_list(
+    base: &dyn StateReader,
+    env: BlockEnv<'_>,
+    request: &CallRequest,
+    deadline: Instant,
+) -> Result<(AccessList, CallOutcome), TraceError> {
+    let mut request = request.clone();
+    let bounds = TraceBounds {
+        deadline,
+        max_bytes: usize::MAX,
+    };
+    for _ in 0..ACCESS_LIST_ROUNDS {
+        let diff = RwLock::new(Changes::default());
+        let hits = AtomicU64::new(0);
+        let (evm, tx) = call_evm(Overlay::new(base, &diff, &hits), env, &request, false);
+        let inspector = AccessListInspector::new(request.access_list.clone());
+        let run = Run {
+            env: tx,
+            index: 0,
+            traced: true,
+            hash: None,
+        };
+        let found = run_traced(
+            evm,
+            inspector,
+            None,
+            [run],
+            bounds,
+            |inspector, _, res, _| {
+                Ok((inspector.access_list(), CallOutcome::of(res.result.clone())))
+            },
+        )?;
+        let Some((list, outcome)) = found.into_iter().next() else {
+            break;
+        };
+        if list == request.access_list {
+            return Ok((list, outcome));
+        }
+        request.access_list = list;
+    }
+    Err(TraceError::Unsettled(ACCESS_LIST_ROUNDS))
 }
 
 /// Traces `request` run as a call on `base` in `env` with `tracer`, stopping at
@@ -293,6 +349,17 @@ impl Budgeted for TracingInspector {
     }
 }
 
+impl Budgeted for AccessListInspector {
+    fn budgeted(self, _bytes: usize) -> Self {
+        // It keeps addresses and slots, as many as the gas can touch.
+        self
+    }
+
+    fn over_budget(&self) -> bool {
+        false
+    }
+}
+
 impl Budgeted for DebugInspector {
     fn budgeted(self, bytes: usize) -> Self {
         match self {
@@ -326,7 +393,7 @@ impl Budgeted for DebugInspector {
 /// Runs `runs` in order on `evm` with `inspector` watching the traced ones, each on the
 /// state the ones before it left; `result` makes each traced one's trace from what the
 /// inspector recorded, its outcome and the state before it.
-fn run_traced<'a, I>(
+fn run_traced<'a, I, R>(
     evm: BlockEvm<BlockDb<'a>>,
     inspector: I,
     block_hash: Option<B256>,
@@ -337,8 +404,8 @@ fn run_traced<'a, I>(
         Place<'_>,
         &ResultAndState,
         &mut OverlayRef<'a>,
-    ) -> Result<TxTrace, TraceError>,
-) -> Result<Vec<TxTrace>, TraceError>
+    ) -> Result<R, TraceError>,
+) -> Result<Vec<R>, TraceError>
 where
     I: Inspector<MainnetContext<BlockDb<'a>>> + Budgeted,
 {

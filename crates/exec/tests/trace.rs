@@ -1,6 +1,6 @@
 //! `trace_block` and `trace_call`: transactions run again under revm-inspectors' tracers,
 //! each on the state the block's earlier transactions left, bounded in time and bytes.
-//! (`interop/traces.py` compares the answers field by field with Anvil's.)
+//! (`interop/anvil.py` compares the answers field by field with Anvil's.)
 
 mod support;
 

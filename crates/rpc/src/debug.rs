@@ -23,6 +23,7 @@ use stave_storage::read;
 use crate::{
     convert::{StoredBlock, receipt_envelope},
     error::RpcError,
+    eth::call::CallOverrides,
     rpc::{Outcome, Rpc},
     trace::tag,
 };
@@ -154,17 +155,15 @@ impl DebugApiServer for Rpc {
         options: Option<GethDebugTracingCallOptions>,
     ) -> RpcResult<GethTrace> {
         let options = options.unwrap_or_default();
-        if options.state_overrides.is_some() || options.block_overrides.is_some() {
-            return Err(RpcError::InvalidParams(
-                "state and block overrides are not supported by debug_traceCall yet".into(),
-            )
-            .into());
-        }
         let number = self.number_of(block)?;
+        let overrides = CallOverrides {
+            state: options.state_overrides,
+            block: options.block_overrides.map(Box::new),
+        };
         let tracer = geth(Some(options.tracing_options));
         Ok(self
             .evm(move |rpc, deadline| {
-                geth_trace(rpc.trace_request(&request, number, &tracer, deadline)?)
+                geth_trace(rpc.trace_request(&request, number, &overrides, &tracer, deadline)?)
             })
             .await?)
     }

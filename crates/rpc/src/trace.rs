@@ -22,6 +22,7 @@ use stave_primitives::RecoveredTx;
 use crate::{
     convert::StoredBlock,
     error::RpcError,
+    eth::call::CallOverrides,
     rpc::{Outcome, Rpc},
 };
 
@@ -105,23 +106,21 @@ impl Rpc {
         Ok(Some((block, traces)))
     }
 
-    /// Traces `request` as a call on block `number`'s state with `tracer`.
+    /// Traces `request` as a call on block `number`'s state, as `overrides` change it,
+    /// with `tracer`.
     pub(crate) fn trace_request(
         &self,
         request: &TransactionRequest,
         number: u64,
+        overrides: &CallOverrides,
         tracer: &Tracer,
         deadline: std::time::Instant,
     ) -> Outcome<TxTrace> {
         let call = self.call_request(request, None);
-        let chain_id = self.ctx.view.spec().chain_id();
-        self.ctx
-            .view
-            .with_state(Some(number), |state, header| {
-                let env = BlockEnv::new(chain_id, header);
-                stave_exec::trace_call(state, env, &call, tracer, self.trace_bounds(deadline))
-            })?
-            .map_err(|error| self.trace_error(error))
+        self.on_call_state(number, overrides, |state, env| {
+            stave_exec::trace_call(state, env, &call, tracer, self.trace_bounds(deadline))
+        })?
+        .map_err(|error| self.trace_error(error))
     }
 
     /// What bounds one request's traces: the EVM deadline, and no more recorded bytes
@@ -134,7 +133,7 @@ impl Rpc {
     }
 
     /// A trace's failure as clients see it.
-    fn trace_error(&self, error: TraceError) -> RpcError {
+    pub(crate) fn trace_error(&self, error: TraceError) -> RpcError {
         match error {
             TraceError::TimedOut => self.timed_out(),
             TraceError::InvalidConfig | TraceError::Unsupported(_) => {
@@ -255,7 +254,8 @@ impl TraceApiServer for Rpc {
         let tracer = Tracer::Replay(types);
         Ok(self
             .evm(move |rpc, deadline| {
-                replayed(rpc.trace_request(&request, number, &tracer, deadline)?)
+                let overrides = CallOverrides::default();
+                replayed(rpc.trace_request(&request, number, &overrides, &tracer, deadline)?)
             })
             .await?)
     }

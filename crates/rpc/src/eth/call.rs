@@ -1,16 +1,21 @@
-//! Calls without a transaction: `eth_call` and `eth_estimateGas`, run on the heavy-method
-//! workers within the configured gas cap and EVM timeout.
+//! Calls without a transaction: `eth_call`, `eth_estimateGas` and `eth_createAccessList`,
+//! run on the heavy-method workers within the configured gas cap and EVM timeout, on a
+//! block's state as the caller's state and block overrides change it.
 
 use std::time::{Duration, Instant};
 
 use alloy_eips::BlockId;
-use alloy_primitives::{Bytes, TxKind, U64};
-use alloy_rpc_types_eth::TransactionRequest;
+use alloy_primitives::{Bytes, TxKind, U64, U256};
+use alloy_rpc_types_eth::{
+    AccessListResult, BlockOverrides, TransactionRequest, state::StateOverride,
+};
 use jsonrpsee::{
     core::{RpcResult, async_trait},
     proc_macros::rpc,
 };
-use stave_exec::{BlockEnv, CallOutcome, CallRequest};
+use stave_exec::{
+    BlockEnv, CallOutcome, CallRequest, Overridden, OverrideError, StateReader, override_block,
+};
 
 use crate::{
     error::{RpcError, revert_reason},
@@ -25,14 +30,38 @@ const EVM_GRACE: Duration = Duration::from_secs(1);
 pub trait EthCallApi {
     /// Runs a call without a transaction.
     #[method(name = "eth_call")]
-    async fn call(&self, request: TransactionRequest, block: Option<BlockId>) -> RpcResult<Bytes>;
+    async fn call(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockId>,
+        state_overrides: Option<StateOverride>,
+        block_overrides: Option<Box<BlockOverrides>>,
+    ) -> RpcResult<Bytes>;
     /// The gas a transaction needs.
     #[method(name = "eth_estimateGas")]
     async fn estimate_gas(
         &self,
         request: TransactionRequest,
         block: Option<BlockId>,
+        state_overrides: Option<StateOverride>,
     ) -> RpcResult<U64>;
+    /// The addresses and slots a transaction touches (EIP-2930), and the gas it uses with
+    /// them warmed.
+    #[method(name = "eth_createAccessList")]
+    async fn create_access_list(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockId>,
+    ) -> RpcResult<AccessListResult>;
+}
+
+/// What a call pretends: accounts and a block other than the state's.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallOverrides {
+    /// Accounts' balance, nonce, code or storage.
+    pub state: Option<StateOverride>,
+    /// The block's number, time, gas limit, proposer, base fee or randomness.
+    pub block: Option<Box<BlockOverrides>>,
 }
 
 impl Rpc {
@@ -83,21 +112,46 @@ impl Rpc {
             gas_price: 0,
             value: request.value.unwrap_or_default(),
             input: request.input.input().cloned().unwrap_or_default(),
+            access_list: request.access_list.clone().unwrap_or_default(),
         }
+    }
+
+    /// Runs `run` on block `number`'s state and environment as `overrides` change them.
+    pub(crate) fn on_call_state<R>(
+        &self,
+        number: u64,
+        overrides: &CallOverrides,
+        run: impl FnOnce(&dyn StateReader, BlockEnv<'_>) -> R,
+    ) -> Outcome<R> {
+        let chain_id = self.ctx.view.spec().chain_id();
+        self.ctx
+            .view
+            .with_state(Some(number), |state, header| {
+                let block = overrides.block.as_deref();
+                let state = Overridden::new(state, overrides.state.as_ref(), block)?;
+                let (header, random) = match block {
+                    Some(block) => override_block(header, block)?,
+                    None => (header.clone(), None),
+                };
+                let mut env = BlockEnv::new(chain_id, &header);
+                if let Some(random) = random {
+                    env.prevrandao = random;
+                }
+                Ok(run(&state, env))
+            })?
+            .map_err(|error: OverrideError| RpcError::InvalidParams(error.to_string()))
     }
 
     fn run_call(
         &self,
         request: &CallRequest,
         number: u64,
+        overrides: &CallOverrides,
         deadline: Instant,
     ) -> Outcome<CallOutcome> {
-        let chain_id = self.ctx.view.spec().chain_id();
         let outcome = self
-            .ctx
-            .view
-            .with_state(Some(number), |state, header| {
-                stave_exec::call_until(state, BlockEnv::new(chain_id, header), request, deadline)
+            .on_call_state(number, overrides, |state, env| {
+                stave_exec::call_until(state, env, request, deadline)
             })?
             .map_err(RpcError::internal)?;
         match outcome {
@@ -125,12 +179,22 @@ fn failed(outcome: CallOutcome) -> RpcError {
 
 #[async_trait]
 impl EthCallApiServer for Rpc {
-    async fn call(&self, request: TransactionRequest, block: Option<BlockId>) -> RpcResult<Bytes> {
+    async fn call(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockId>,
+        state_overrides: Option<StateOverride>,
+        block_overrides: Option<Box<BlockOverrides>>,
+    ) -> RpcResult<Bytes> {
         let number = self.number_of(block)?;
+        let overrides = CallOverrides {
+            state: state_overrides,
+            block: block_overrides,
+        };
         Ok(self
             .evm(move |rpc, deadline| {
                 let call = rpc.call_request(&request, None);
-                match rpc.run_call(&call, number, deadline)? {
+                match rpc.run_call(&call, number, &overrides, deadline)? {
                     CallOutcome::Success { output, .. } => Ok(output),
                     other => Err(failed(other)),
                 }
@@ -142,13 +206,18 @@ impl EthCallApiServer for Rpc {
         &self,
         request: TransactionRequest,
         block: Option<BlockId>,
+        state_overrides: Option<StateOverride>,
     ) -> RpcResult<U64> {
         let number = self.number_of(block)?;
+        let overrides = CallOverrides {
+            state: state_overrides,
+            block: None,
+        };
         Ok(self
             .evm(move |rpc, deadline| {
                 let mut call = rpc.call_request(&request, None);
                 let cap = call.gas;
-                let used = match rpc.run_call(&call, number, deadline)? {
+                let used = match rpc.run_call(&call, number, &overrides, deadline)? {
                     CallOutcome::Success { gas_used, .. } => gas_used,
                     CallOutcome::Halt { .. } => {
                         return Err(RpcError::Internal(format!(
@@ -163,12 +232,42 @@ impl EthCallApiServer for Rpc {
                 while low + 1 < high {
                     let mid = low + (high - low) / 2;
                     call.gas = mid;
-                    match rpc.run_call(&call, number, deadline)? {
+                    match rpc.run_call(&call, number, &overrides, deadline)? {
                         CallOutcome::Success { .. } => high = mid,
                         _ => low = mid,
                     }
                 }
                 Ok(U64::from(high))
+            })
+            .await?)
+    }
+
+    async fn create_access_list(
+        &self,
+        request: TransactionRequest,
+        block: Option<BlockId>,
+    ) -> RpcResult<AccessListResult> {
+        let number = self.number_of(block)?;
+        Ok(self
+            .evm(move |rpc, deadline| {
+                let call = rpc.call_request(&request, None);
+                let (access_list, outcome) = rpc
+                    .on_call_state(number, &CallOverrides::default(), |state, env| {
+                        stave_exec::create_access_list(state, env, &call, deadline)
+                    })?
+                    .map_err(|error| rpc.trace_error(error))?;
+                let (gas_used, error) = match outcome {
+                    CallOutcome::Success { gas_used, .. } => (gas_used, None),
+                    CallOutcome::Revert { gas_used, .. } | CallOutcome::Halt { gas_used, .. } => {
+                        (gas_used, Some(failed(outcome).to_string()))
+                    }
+                    other => return Err(failed(other)),
+                };
+                Ok(AccessListResult {
+                    access_list,
+                    gas_used: U256::from(gas_used),
+                    error,
+                })
             })
             .await?)
     }
