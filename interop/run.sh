@@ -60,6 +60,17 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 "$web3py_venv/bin/python" "$here/anvil.py" "$port" "$anvil_port" "$token"
+# `stave load` drives any Ethereum node (it estimates its gas limits there): every
+# workload against Anvil, every transaction included.
+for workload in transfer erc20 conflict mixed; do
+    "$stave" load --rpc "http://127.0.0.1:$anvil_port" --workload "$workload" --txs 200 \
+        --accounts 10 --json 2>"$datadir/load.err" | tail -1 | python3 -c '
+import json, sys
+report = json.load(sys.stdin)
+assert report["included"] == report["txs"] == 200, report
+print("stave load against anvil:", report["workload"], report["included"], "included")' \
+        || { cat "$datadir/load.err"; exit 1; }
+done
 kill $anvil_pid
 # A node whose governance contract lets nobody deploy: web3.py sees the refusal's rule.
 restricted="$datadir/restricted"

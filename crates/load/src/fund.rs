@@ -1,13 +1,18 @@
 //! Funding: every sender gets the ETH (and for token workloads, a freshly deployed
 //! StaveToken's tokens) its share of the run can cost, in one batch from the funder.
+//! The gas limits of the run's transaction shapes are estimated on the node first
+//! (`eth_estimateGas`, once per shape, with headroom), so the load runs on any Ethereum
+//! node whatever its gas schedule: a token transfer with Stave's fixed limit ran out of
+//! gas on go-ethereum's.
 
 use std::time::{Duration, Instant};
 
 use alloy_eips::BlockNumberOrTag;
+use alloy_primitives::TxKind;
 use stave_primitives::{Address, B256, U256};
 use stave_sdk::{
-    ERC20_TRANSFER_GAS, LocalSigner, RpcClient, SdkError, TRANSFER_GAS, TxBuilder, TxFormat,
-    Workload, contracts::stave_token_initcode, sign_batch,
+    GasLimits, LocalSigner, RpcClient, SdkError, TxBuilder, TxFormat, Workload,
+    contracts::stave_token_initcode, erc20_transfer_calldata, sign_batch,
 };
 use tokio::task::JoinSet;
 
@@ -20,8 +25,13 @@ use crate::{
 /// How long funding may take to be included.
 const FUNDING_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Gas limit of the token deploy (it uses about 600k).
-const DEPLOY_GAS: u64 = 2_000_000;
+/// Estimates are raised by this many percent: a shape's later transactions may cost a
+/// little more than the estimated one (calldata with more non-zero bytes, a first write).
+const GAS_HEADROOM_PERCENT: u64 = 25;
+
+/// The address estimates send to: one no run pays, so each estimate is of a first
+/// payment to a fresh account, as the workloads' payments are.
+const FRESH: Address = Address::repeat_byte(0xfe);
 
 /// Senders get this many times what their transactions can cost, in ETH and tokens.
 const FUNDING_MARGIN: u64 = 2;
@@ -76,15 +86,59 @@ pub(crate) async fn pending_counts(
     Ok(counts)
 }
 
+/// What funding leaves the run: the token, for workloads that use one, and the gas
+/// limits estimated on the node.
+pub(crate) struct Funded {
+    /// The deployed token.
+    pub token: Option<Address>,
+    /// Each transaction shape's gas limit.
+    pub gas: GasLimits,
+}
+
+/// The gas `client`'s node estimates for a transaction from `from`, with headroom.
+async fn estimate(
+    client: &RpcClient,
+    what: &'static str,
+    from: Address,
+    to: Option<Address>,
+    value: U256,
+    data: &[u8],
+) -> Result<u64, LoadError> {
+    let gas = client
+        .estimate_tx_gas(from, to, value, data)
+        .await
+        .map_err(LoadError::rpc(format!("estimating the gas of {what}")))?;
+    Ok(gas + gas * GAS_HEADROOM_PERCENT / 100)
+}
+
+/// Sends `raws` in batches; a refusal other than "already known" fails the funding.
+async fn send_all(client: &RpcClient, raws: &[stave_sdk::RawTx]) -> Result<(), LoadError> {
+    for chunk in raws.chunks(MAX_BATCH) {
+        let bytes: Vec<&[u8]> = chunk.iter().map(|raw| raw.bytes.as_slice()).collect();
+        let answers = client
+            .send_raw_transactions(&bytes)
+            .await
+            .map_err(LoadError::rpc("sending the funding transactions"))?;
+        for answer in answers {
+            if let Err(error) = answer
+                && !is_already_known(&error)
+            {
+                return Err(LoadError::FundingRefused(error));
+            }
+        }
+    }
+    wait_for_receipts(client, raws.iter().map(|raw| raw.hash).collect()).await
+}
+
 /// Whether the node already has the transaction: as good as accepted.
 pub(crate) fn is_already_known(error: &SdkError) -> bool {
     matches!(error, SdkError::Rpc { message, .. } if message.contains("already known"))
 }
 
 impl Funding<'_> {
-    /// Funds every sender for its share of the run and waits until it is all included.
-    /// Returns the token's address when the workload uses one.
-    pub async fn run(&self, client: &RpcClient) -> Result<Option<Address>, LoadError> {
+    /// Estimates the run's gas limits, deploys the token if the workload uses one, funds
+    /// every sender for its share of the run and waits until it is all included.
+    pub async fn run(&self, client: &RpcClient) -> Result<Funded, LoadError> {
         let Funding {
             funder,
             builder,
@@ -94,24 +148,69 @@ impl Funding<'_> {
         } = *self;
         let accounts = senders.len();
         let fee_cap = fee_cap(builder);
-        let first = client
+        let margin = U256::from(FUNDING_MARGIN);
+        let supply = U256::from(txs) * margin;
+        let one = U256::from(1);
+        let mut gas = GasLimits {
+            transfer: estimate(
+                client,
+                "a transfer",
+                funder.address(),
+                Some(FRESH),
+                one,
+                &[],
+            )
+            .await?,
+            ..GasLimits::default()
+        };
+        let mut next = client
             .get_transaction_count(funder.address(), BlockNumberOrTag::Pending)
             .await
             .map_err(LoadError::rpc("reading the funder's nonce"))?;
-        let margin = U256::from(FUNDING_MARGIN);
-        let per_tx = U256::from(workload.max_gas()) * U256::from(fee_cap) + workload.max_value();
+        let token = match workload.uses_token() {
+            true => {
+                let initcode = stave_token_initcode(supply);
+                gas.deploy = estimate(
+                    client,
+                    "the token deploy",
+                    funder.address(),
+                    None,
+                    U256::ZERO,
+                    &initcode,
+                )
+                .await?;
+                let deploy = sign_batch(funder, 1, |_| {
+                    builder.deploy(next, gas.deploy, initcode.clone())
+                });
+                send_all(client, &deploy).await?;
+                let token = funder.address().create(next);
+                next += 1;
+                let transfer = erc20_transfer_calldata(FRESH, one);
+                gas.erc20_transfer = estimate(
+                    client,
+                    "a token transfer",
+                    funder.address(),
+                    Some(token),
+                    U256::ZERO,
+                    &transfer,
+                )
+                .await?;
+                Some(token)
+            }
+            false => None,
+        };
+        let per_tx =
+            U256::from(workload.max_gas(&gas)) * U256::from(fee_cap) + workload.max_value();
         let amounts: Vec<U256> = (0..accounts)
             .map(|sender| U256::from(txs_of(sender, accounts, txs)) * per_tx * margin)
             .collect();
-        // The funding transactions: [deploy], one ETH transfer per sender, [one token
-        // transfer per sender].
-        let deploy = usize::from(workload.uses_token());
-        let token = (deploy == 1).then(|| funder.address().create(first));
-        let count = deploy + accounts * (1 + deploy);
-        let supply = U256::from(txs) * margin;
-        let gas = deploy as u64 * DEPLOY_GAS
-            + accounts as u64 * (TRANSFER_GAS + deploy as u64 * ERC20_TRANSFER_GAS);
-        let fees = U256::from(gas) * U256::from(fee_cap);
+        // The funding transactions: one ETH transfer per sender, [one token transfer per
+        // sender].
+        let with_tokens = usize::from(token.is_some());
+        let count = accounts * (1 + with_tokens);
+        let funding_gas =
+            accounts as u64 * (gas.transfer + with_tokens as u64 * gas.erc20_transfer);
+        let fees = U256::from(funding_gas) * U256::from(fee_cap);
         let needed = amounts.iter().fold(fees, |sum, amount| sum + amount);
         let balance = client
             .get_balance(funder.address())
@@ -125,36 +224,31 @@ impl Funding<'_> {
             });
         }
         let raws = sign_batch(funder, count, |i| {
-            let nonce = first + i as u64;
-            let at = i.wrapping_sub(deploy);
+            let nonce = next + i as u64;
             match token {
-                Some(_) if i == 0 => {
-                    builder.deploy(nonce, DEPLOY_GAS, stave_token_initcode(supply))
-                }
-                Some(token) if at >= accounts => {
-                    let sender = at - accounts;
+                Some(token) if i >= accounts => {
+                    let sender = i - accounts;
                     let tokens = U256::from(txs_of(sender, accounts, txs)) * margin;
-                    builder.erc20_transfer(nonce, token, senders[sender].address(), tokens)
+                    let input = erc20_transfer_calldata(senders[sender].address(), tokens);
+                    builder.build(
+                        nonce,
+                        gas.erc20_transfer,
+                        TxKind::Call(token),
+                        U256::ZERO,
+                        input,
+                    )
                 }
-                _ => builder.transfer(nonce, senders[at].address(), amounts[at]),
+                _ => builder.build(
+                    nonce,
+                    gas.transfer,
+                    TxKind::Call(senders[i].address()),
+                    amounts[i],
+                    Default::default(),
+                ),
             }
         });
-        for chunk in raws.chunks(MAX_BATCH) {
-            let bytes: Vec<&[u8]> = chunk.iter().map(|raw| raw.bytes.as_slice()).collect();
-            let answers = client
-                .send_raw_transactions(&bytes)
-                .await
-                .map_err(LoadError::rpc("sending the funding transactions"))?;
-            for answer in answers {
-                if let Err(error) = answer
-                    && !is_already_known(&error)
-                {
-                    return Err(LoadError::FundingRefused(error));
-                }
-            }
-        }
-        wait_for_receipts(client, raws.iter().map(|raw| raw.hash).collect()).await?;
-        Ok(token)
+        send_all(client, &raws).await?;
+        Ok(Funded { token, gas })
     }
 }
 

@@ -5,7 +5,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration, time::Instant};
 use alloy_consensus::TypedTransaction;
 use parking_lot::Mutex;
 use stave_primitives::{Address, B256};
-use stave_sdk::{LocalSigner, NonceManager, RawTx, Targets, TxBuilder, Workload};
+use stave_sdk::{GasLimits, LocalSigner, NonceManager, RawTx, Targets, TxBuilder, Workload};
 
 use crate::progress::Progress;
 
@@ -78,13 +78,15 @@ pub(crate) struct Maker {
     pub workload: Workload,
     pub targets: Targets,
     pub builder: TxBuilder,
+    /// The gas limits estimated on the node.
+    pub gas: GasLimits,
 }
 
 impl Maker {
     /// Transaction `index` of the load, with `nonce` (its sender is implied by the caller).
     pub fn build(&self, index: usize, nonce: u64) -> TypedTransaction {
         self.workload
-            .tx(&self.builder, &self.targets, index as u64, nonce)
+            .tx(&self.builder, &self.targets, &self.gas, index as u64, nonce)
     }
 }
 

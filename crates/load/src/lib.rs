@@ -120,7 +120,7 @@ pub async fn run(
             ""
         }
     ));
-    let token = Funding {
+    let funded = Funding {
         funder: &funder,
         builder: &builder,
         senders: &senders,
@@ -133,10 +133,11 @@ pub async fn run(
     let maker = Maker {
         workload: config.workload,
         targets: Targets {
-            token: token.unwrap_or(defaults.token),
+            token: funded.token.unwrap_or(defaults.token),
             ..defaults
         },
         builder,
+        gas: funded.gas,
     };
     let signing = Instant::now();
     let items = presign(&senders, &nonces, &maker, txs)?;

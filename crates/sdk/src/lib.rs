@@ -36,6 +36,6 @@ pub use nonce::{NonceAction, NonceManager};
 pub use rpc::{MAX_MESSAGE_SIZE, REQUEST_TIMEOUT, RpcClient, SERVER_BUSY};
 pub use signer::{LocalSigner, RawTx};
 pub use workload::{
-    DEPLOY_GAS, Targets, Workload, sign_batch, signed_workload, signed_workload_range,
+    DEPLOY_GAS, GasLimits, Targets, Workload, sign_batch, signed_workload, signed_workload_range,
     workload_genesis,
 };

@@ -199,12 +199,34 @@ impl RpcClient {
         to: Address,
         data: &[u8],
     ) -> Result<u64, SdkError> {
-        let gas: U64 = self
-            .call(
-                "eth_estimateGas",
-                rpc_params![call_object(Some(from), to, data)],
-            )
-            .await?;
+        self.estimate(call_object(Some(from), to, data)).await
+    }
+
+    /// `eth_estimateGas` of a transaction from `from` sending `value` wei to `to` (or
+    /// creating a contract from `data` when `to` is `None`).
+    pub async fn estimate_tx_gas(
+        &self,
+        from: Address,
+        to: Option<Address>,
+        value: U256,
+        data: &[u8],
+    ) -> Result<u64, SdkError> {
+        let request = TransactionRequest::default()
+            .from(from)
+            .value(value)
+            .input(Bytes::copy_from_slice(data).into());
+        let request = match to {
+            Some(to) => request.to(to),
+            None => TransactionRequest {
+                to: Some(alloy_primitives::TxKind::Create),
+                ..request
+            },
+        };
+        self.estimate(request).await
+    }
+
+    async fn estimate(&self, request: TransactionRequest) -> Result<u64, SdkError> {
+        let gas: U64 = self.call("eth_estimateGas", rpc_params![request]).await?;
         Ok(gas.to())
     }
 

@@ -3,14 +3,14 @@
 
 use alloy_consensus::TypedTransaction;
 use alloy_genesis::GenesisAccount;
-use alloy_primitives::{Address, B256, U256};
+use alloy_primitives::{Address, B256, Bytes, TxKind, U256};
 use rayon::prelude::*;
 use stave_primitives::{ChainSpec, SignedTx, dev::dev_account};
 
 use serde::Serialize;
 
 use crate::{
-    builder::{ERC20_TRANSFER_GAS, TRANSFER_GAS, TxBuilder},
+    builder::{ERC20_TRANSFER_GAS, TRANSFER_GAS, TxBuilder, erc20_transfer_calldata},
     contracts::{stave_token_balance_slot, stave_token_initcode, stave_token_runtime},
     error::SdkError,
     signer::{LocalSigner, RawTx},
@@ -73,6 +73,29 @@ impl Default for Targets {
 /// Gas limit of the mixed workload's deploys (the repo's ERC-20 needs ~394,000).
 pub const DEPLOY_GAS: u64 = 500_000;
 
+/// The gas limit each shape of a workload's transactions is sent with. The defaults fit
+/// Stave's chains (the benches sign with them); another node's gas schedule may differ,
+/// so `stave load` estimates them on the node it drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GasLimits {
+    /// An ETH transfer to a fresh address (or to the hot account).
+    pub transfer: u64,
+    /// A token `transfer` to a fresh address.
+    pub erc20_transfer: u64,
+    /// A deploy of the repo's ERC-20.
+    pub deploy: u64,
+}
+
+impl Default for GasLimits {
+    fn default() -> Self {
+        Self {
+            transfer: TRANSFER_GAS,
+            erc20_transfer: ERC20_TRANSFER_GAS,
+            deploy: DEPLOY_GAS,
+        }
+    }
+}
+
 impl Workload {
     /// Every workload, in declaration order.
     pub const ALL: [Workload; 4] = [
@@ -105,12 +128,13 @@ impl Workload {
         }
     }
 
-    /// The most gas any of its transactions may use: what a sender is funded for.
-    pub fn max_gas(self) -> u64 {
+    /// The most gas any of its transactions may use under `gas`: what a sender is funded
+    /// for.
+    pub fn max_gas(self, gas: &GasLimits) -> u64 {
         match self {
-            Workload::Transfer | Workload::Conflict => TRANSFER_GAS,
-            Workload::Erc20 => ERC20_TRANSFER_GAS,
-            Workload::Mixed => DEPLOY_GAS,
+            Workload::Transfer | Workload::Conflict => gas.transfer,
+            Workload::Erc20 => gas.erc20_transfer,
+            Workload::Mixed => gas.transfer.max(gas.erc20_transfer).max(gas.deploy),
         }
     }
 
@@ -122,27 +146,40 @@ impl Workload {
         }
     }
 
-    /// Transaction `index` of this workload, with `nonce`; recipients are addresses
-    /// derived from `index` that no sender uses.
+    /// Transaction `index` of this workload, with `nonce` and the gas limits `gas`;
+    /// recipients are addresses derived from `index` that no sender uses.
     pub fn tx(
         self,
         builder: &TxBuilder,
         targets: &Targets,
+        gas: &GasLimits,
         index: u64,
         nonce: u64,
     ) -> TypedTransaction {
         let one = U256::from(1);
         let Targets { token, hot } = *targets;
+        let pay =
+            |to: Address| builder.build(nonce, gas.transfer, TxKind::Call(to), one, Bytes::new());
+        let send_tokens = |amount: U256| {
+            let input = erc20_transfer_calldata(recipient(index), amount);
+            builder.build(
+                nonce,
+                gas.erc20_transfer,
+                TxKind::Call(token),
+                U256::ZERO,
+                input,
+            )
+        };
         match self {
-            Workload::Transfer => builder.transfer(nonce, recipient(index), one),
-            Workload::Erc20 => builder.erc20_transfer(nonce, token, recipient(index), one),
-            Workload::Conflict => builder.transfer(nonce, hot, one),
+            Workload::Transfer => pay(recipient(index)),
+            Workload::Erc20 => send_tokens(one),
+            Workload::Conflict => pay(hot),
             Workload::Mixed => match index % 5 {
-                0 => builder.transfer(nonce, recipient(index), one),
-                1 => builder.erc20_transfer(nonce, token, recipient(index), one),
-                2 => builder.transfer(nonce, hot, one),
-                3 => builder.deploy(nonce, DEPLOY_GAS, stave_token_initcode(U256::from(1_000))),
-                _ => builder.erc20_transfer(nonce, token, recipient(index), U256::MAX),
+                0 => pay(recipient(index)),
+                1 => send_tokens(one),
+                2 => pay(hot),
+                3 => builder.deploy(nonce, gas.deploy, stave_token_initcode(U256::from(1_000))),
+                _ => send_tokens(U256::MAX),
             },
         }
     }
@@ -182,7 +219,7 @@ pub fn signed_workload_range(
         .map(|i| {
             let account = dev_account(i);
             let signer = LocalSigner::from_secret(&account.secret)?;
-            Ok(signer.sign_tx(workload.tx(builder, targets, i, 0)))
+            Ok(signer.sign_tx(workload.tx(builder, targets, &GasLimits::default(), i, 0)))
         })
         .collect()
 }
