@@ -133,6 +133,7 @@ fn harness() -> &'static Harness {
                 admitted: None,
                 sync: None,
                 peer_count: None,
+                dev: None,
                 config,
             })
             .expect("methods")

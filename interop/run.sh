@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Interop with real Ethereum clients, installed at pinned versions: starts a
-# `stave node --dev` on free ports and runs each client's script against it.
+# `stave node --dev` on free ports and runs each client's script against it (ethers,
+# viem, web3.py, Foundry's cast), then compares Stave's answers with Anvil's.
 # Usage: interop/run.sh <path to the stave binary>
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -9,6 +10,7 @@ ETHERS_VERSION=6.15.0
 VIEM_VERSION=2.57.20
 WEB3PY_VERSION=7.16.0
 ANVIL_VERSION=1.7.1
+CAST_VERSION=1.7.1
 tools="${STAVE_TOOLS_DIR:-$HOME/.cache/stave-tools}"
 npm_tool() { # name version: installs once, prints the node_modules dir
     local dir="$tools/$1-$2"
@@ -21,6 +23,7 @@ npm_tool() { # name version: installs once, prints the node_modules dir
 ethers_modules="$(npm_tool ethers "$ETHERS_VERSION")"
 viem_modules="$(npm_tool viem "$VIEM_VERSION")"
 anvil="$(npm_tool @foundry-rs/anvil "$ANVIL_VERSION")/.bin/anvil"
+cast="$(npm_tool @foundry-rs/cast "$CAST_VERSION")/.bin/cast"
 web3py_venv="$tools/web3py-$WEB3PY_VERSION"
 if [ ! -x "$web3py_venv/bin/python" ] || ! "$web3py_venv/bin/python" -c 'import web3' 2>/dev/null; then
     python3 -m venv "$web3py_venv"
@@ -46,6 +49,7 @@ token="$here/../contracts/StaveToken.bin"
 node "$here/ethers.mjs" "$ethers_modules" "$port" "$token"
 node "$here/viem.cjs" "$viem_modules" "$port" "$token"
 "$web3py_venv/bin/python" "$here/web3py.py" "$port" "$token"
+"$here/cast.sh" "$cast" "$port" "$token"
 # Traces, overrides and access lists against Anvil's, the same transactions sent to both (Anvil records struct logs
 # of mined transactions only with --steps-tracing).
 anvil_port=$((port + 4))

@@ -87,6 +87,32 @@ async function main() {
     (e) => /revert/i.test(e.message),
   );
 
+  // simulateContract: the result, and the request a wallet then sends as it is.
+  const { result, request } = await client.simulateContract({ account: alice, address: token, abi, functionName: 'transfer', args: [bob.address, 1n] });
+  assert.equal(result, true);
+  const simulated = await wallet.writeContract(request);
+  assert.equal((await client.waitForTransactionReceipt({ hash: simulated })).status, 'success');
+
+  // The node's own accounts sign (a JSON-RPC account: eth_sendTransaction).
+  const [first] = await wallet.request({ method: 'eth_accounts' });
+  assert.equal(first.toLowerCase(), alice.address.toLowerCase());
+  const unlocked = viem.createWalletClient({ account: alice.address, chain, transport: viem.http(url) });
+  const unlockedHash = await unlocked.sendTransaction({ to: bob.address, value: 1n });
+  assert.equal((await client.waitForTransactionReceipt({ hash: unlockedHash })).status, 'success');
+
+  // Test actions, as against Anvil: mining on request and the block clock.
+  const test = viem.createTestClient({ chain, mode: 'anvil', transport: viem.http(url) });
+  const start = await client.getBlockNumber({ cacheTime: 0 });
+  await test.mine({ blocks: 3 });
+  assert.ok((await client.getBlockNumber({ cacheTime: 0 })) >= start + 3n, "mine({ blocks: 3 })");
+  const stamp = BigInt(Math.floor(Date.now() / 1000) + 86400);
+  await test.setNextBlockTimestamp({ timestamp: stamp });
+  await test.mine({ blocks: 1 });
+  assert.equal((await client.getBlock()).timestamp >= stamp, true, 'setNextBlockTimestamp');
+  await test.setAutomine(true);
+  assert.equal(await test.request({ method: 'anvil_getAutomine' }), true);
+  await test.setAutomine(false);
+
   // Errors clients expect.
   await assert.rejects(wallet.sendTransaction({ to: bob.address, value: 1n, nonce: 0 }), (e) => /nonce too low|nonce.*lower/i.test(e.message));
   const nonce = await client.getTransactionCount({ address: alice.address, blockTag: 'pending' });

@@ -402,6 +402,23 @@ impl Parts {
             network: network.clone(),
             datadir: datadir.clone(),
         });
+        // A dev node's JSON-RPC signs with its funded accounts and steers block making.
+        let dev_mining = (matches!(config.role, Role::Producer) && !config.dev_accounts.is_empty())
+            .then(|| Arc::new(producer::DevMining::default()));
+        let dev = match &dev_mining {
+            Some(mining) => Some(stave_rpc::dev::DevChain {
+                signers: config
+                    .dev_accounts
+                    .iter()
+                    .map(|account| stave_sdk::LocalSigner::from_secret(&account.secret))
+                    .collect::<Result<_, _>>()
+                    .map_err(|error| {
+                        LaunchError::Config(format!("a dev account's key: {error}"))
+                    })?,
+                mining: mining.clone(),
+            }),
+            None => None,
+        };
         let ctx = NodeContext {
             view: view.clone(),
             pool: pool.clone(),
@@ -413,6 +430,7 @@ impl Parts {
                 let count: stave_rpc::PeerCount = Arc::new(move || network.peers().len());
                 count
             }),
+            dev,
         };
         let server = match config.rpc_enabled {
             true => {
@@ -503,6 +521,7 @@ impl Parts {
                                 gossip.as_ref(),
                                 stop,
                                 rhythm,
+                                dev_mining.as_deref(),
                             )
                         }
                     }

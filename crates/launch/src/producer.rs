@@ -1,6 +1,8 @@
 //! The producer loop of a node that makes blocks alone: a block every `block_time` (empty
 //! if need be: clients waiting for the next block must get one), or as soon as the pool
-//! holds a full block, through the import pipeline's execute and commit stages.
+//! holds a full block, through the import pipeline's execute and commit stages. On a dev
+//! node its JSON-RPC steers it too ([`DevMining`]): blocks on request, a block per
+//! transaction (automine), a clock set ahead.
 
 use std::{
     sync::{
@@ -10,6 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use parking_lot::Mutex;
 use stave_node::{BlockProducer, Produced, unix_seconds};
 use stave_txpool::TxPool;
 use tokio::sync::broadcast;
@@ -25,38 +28,97 @@ pub(crate) struct Rhythm {
     pub block_txs: usize,
 }
 
-/// Makes blocks at `rhythm`, sending each to RPC subscribers through `heads` and to peers
-/// through `gossip`. Stops at `stop`, or on the first error (storage full...); either way
-/// it writes the state layers to disk before returning, so the next start re-executes
-/// nothing.
-pub(crate) fn produce_blocks(
-    mut producer: BlockProducer<'static>,
-    pool: &TxPool,
-    heads: &broadcast::Sender<Arc<Produced>>,
-    gossip: Option<&stave_net::Gossip>,
-    stop: &AtomicBool,
-    rhythm: Rhythm,
-) -> Result<(), LaunchError> {
-    let Rhythm {
-        block_time,
-        block_txs,
-    } = rhythm;
-    let mut last = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        if pool.len() < block_txs && last.elapsed() < block_time {
-            std::thread::sleep(Duration::from_millis(2));
-            continue;
-        }
-        last = Instant::now();
+/// A request for blocks from JSON-RPC (`evm_mine`, `anvil_mine`) and where its answer
+/// goes.
+struct MineRequest {
+    blocks: u64,
+    first: Option<u64>,
+    interval: u64,
+    done: std::sync::mpsc::Sender<Result<(), String>>,
+}
+
+/// What a dev node's JSON-RPC asked of its producer loop.
+#[derive(Default)]
+struct Controls {
+    automine: bool,
+    /// Seconds the block clock runs ahead of the wall clock.
+    ahead: u64,
+    next_timestamp: Option<u64>,
+    requests: Vec<MineRequest>,
+}
+
+/// A dev node's block making as its JSON-RPC steers it (`stave_rpc::dev::Mining`): the
+/// producer loop reads these controls every turn.
+#[derive(Default)]
+pub(crate) struct DevMining(Mutex<Controls>);
+
+impl DevMining {
+    /// The timestamp of the next block: the one asked for, or the block clock's now.
+    fn next_timestamp(&self) -> u64 {
+        let mut controls = self.0.lock();
+        let ahead = controls.ahead;
+        controls
+            .next_timestamp
+            .take()
+            .unwrap_or_else(|| unix_seconds() + ahead)
+    }
+}
+
+impl stave_rpc::dev::Mining for DevMining {
+    fn mine(&self, blocks: u64, first: Option<u64>, interval: u64) -> Result<(), String> {
+        let (done, answer) = std::sync::mpsc::channel();
+        self.0.lock().requests.push(MineRequest {
+            blocks,
+            first,
+            interval,
+            done,
+        });
+        answer
+            .recv()
+            .unwrap_or_else(|_| Err("the node is stopping".into()))
+    }
+
+    fn set_automine(&self, on: bool) {
+        self.0.lock().automine = on;
+    }
+
+    fn automine(&self) -> bool {
+        self.0.lock().automine
+    }
+
+    fn increase_time(&self, seconds: u64) -> u64 {
+        let mut controls = self.0.lock();
+        controls.ahead = controls.ahead.saturating_add(seconds);
+        controls.ahead
+    }
+
+    fn set_next_timestamp(&self, timestamp: u64) {
+        self.0.lock().next_timestamp = Some(timestamp);
+    }
+}
+
+/// Where the producer loop's blocks go: RPC subscribers and peers.
+struct Outlets<'a> {
+    heads: &'a broadcast::Sender<Arc<Produced>>,
+    gossip: Option<&'a stave_net::Gossip>,
+}
+
+impl Outlets<'_> {
+    /// Makes one block stamped `timestamp` and hands it on.
+    fn produce(
+        &self,
+        producer: &mut BlockProducer<'static>,
+        timestamp: u64,
+    ) -> Result<(), LaunchError> {
         let produced = producer
-            .produce(unix_seconds())
+            .produce(timestamp)
             .map_err(LaunchError::import("producing a block"))?;
         tracing::info!(
             number = produced.block.number(),
             txs = produced.block.transactions().len(),
             "block"
         );
-        if let Some(gossip) = gossip {
+        if let Some(gossip) = self.gossip {
             let encoded = produced
                 .encode()
                 .map_err(LaunchError::import("encoding a block for peers"))?;
@@ -65,7 +127,69 @@ pub(crate) fn produce_blocks(
             }
         }
         // No subscriber is not an error.
-        let _ = heads.send(Arc::new(produced));
+        let _ = self.heads.send(Arc::new(produced));
+        Ok(())
+    }
+}
+
+/// Makes blocks at `rhythm` (and, on a dev node, as `dev` asks), sending each to RPC
+/// subscribers through `heads` and to peers through `gossip`. Stops at `stop`, or on the
+/// first error (storage full...); either way it writes the state layers to disk before
+/// returning, so the next start re-executes nothing.
+pub(crate) fn produce_blocks(
+    mut producer: BlockProducer<'static>,
+    pool: &TxPool,
+    heads: &broadcast::Sender<Arc<Produced>>,
+    gossip: Option<&stave_net::Gossip>,
+    stop: &AtomicBool,
+    rhythm: Rhythm,
+    dev: Option<&DevMining>,
+) -> Result<(), LaunchError> {
+    let Rhythm {
+        block_time,
+        block_txs,
+    } = rhythm;
+    let outlets = Outlets { heads, gossip };
+    let block_limit = producer.max_block_txs();
+    let mut last = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let (requests, automine) = match dev {
+            Some(dev) => {
+                let mut controls = dev.0.lock();
+                (std::mem::take(&mut controls.requests), controls.automine)
+            }
+            None => (Vec::new(), false),
+        };
+        for request in requests {
+            let mut result = Ok(());
+            let first = request
+                .first
+                .unwrap_or_else(|| dev.map_or_else(unix_seconds, DevMining::next_timestamp));
+            for k in 0..request.blocks {
+                result = outlets.produce(&mut producer, first.saturating_add(k * request.interval));
+                if result.is_err() {
+                    break;
+                }
+            }
+            let _ = request
+                .done
+                .send(result.as_ref().map(drop).map_err(ToString::to_string));
+            result?;
+            last = Instant::now();
+        }
+        // Automine: a block per transaction as it comes, none while the pool is empty.
+        let due = match automine {
+            true => !pool.is_empty(),
+            false => pool.len() >= block_txs || last.elapsed() >= block_time,
+        };
+        if !due {
+            std::thread::sleep(Duration::from_millis(if automine { 1 } else { 2 }));
+            continue;
+        }
+        producer.set_max_block_txs(if automine { 1 } else { block_limit });
+        last = Instant::now();
+        let timestamp = dev.map_or_else(unix_seconds, DevMining::next_timestamp);
+        outlets.produce(&mut producer, timestamp)?;
     }
     close(producer)
 }

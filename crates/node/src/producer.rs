@@ -155,6 +155,17 @@ impl<'s> BlockProducer<'s> {
         }
     }
 
+    /// Takes at most `max_block_txs` transactions per block from now on (a dev node's
+    /// automine makes a block per transaction).
+    pub fn set_max_block_txs(&mut self, max_block_txs: usize) {
+        self.max_block_txs = max_block_txs;
+    }
+
+    /// The most transactions a block takes.
+    pub fn max_block_txs(&self) -> usize {
+        self.max_block_txs
+    }
+
     /// The same producer building each block at most `rounds` times (the first build
     /// and refills after selected transactions failed); 0 counts as 1.
     pub fn with_fill_rounds(mut self, rounds: usize) -> Self {

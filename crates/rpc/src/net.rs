@@ -33,7 +33,7 @@ pub trait NetApi {
     /// highest block the node knows of, the start, current and highest block.
     #[method(name = "eth_syncing")]
     fn syncing(&self) -> RpcResult<SyncStatus>;
-    /// Accounts the node signs for: none.
+    /// Accounts the node signs for: a dev node's funded accounts, else none.
     #[method(name = "eth_accounts")]
     fn accounts(&self) -> RpcResult<Vec<Address>>;
     /// How many peers the node is connected to (none without a network).
@@ -82,7 +82,13 @@ impl NetApiServer for Rpc {
     }
 
     fn accounts(&self) -> RpcResult<Vec<Address>> {
-        Ok(Vec::new())
+        Ok(self
+            .ctx
+            .dev
+            .iter()
+            .flat_map(|dev| &dev.signers)
+            .map(|signer| signer.address())
+            .collect())
     }
 
     fn peer_count(&self) -> RpcResult<U64> {

@@ -17,6 +17,7 @@ use crate::{
     config::RpcConfig,
     connections::accept_loop,
     debug::DebugApiServer,
+    dev::{DevApiServer, DevChain},
     error::RpcError,
     eth::{
         blocks::EthBlocksApiServer, call::EthCallApiServer, fees::EthFeesApiServer,
@@ -50,6 +51,9 @@ pub struct NodeContext {
     /// How many peers the node is connected to now (`net_peerCount`); `None` on a node
     /// without a network.
     pub peer_count: Option<PeerCount>,
+    /// A dev node's accounts and block making (the `evm_*`, `anvil_*` and signing
+    /// methods); `None` on any other node, which does not serve those methods.
+    pub dev: Option<DevChain>,
 }
 
 /// Counts the node's connected peers.
@@ -120,6 +124,11 @@ impl Drop for RpcServer {
 pub fn methods(ctx: NodeContext) -> Result<RpcModule<()>, RpcError> {
     let rpc = Rpc::new(ctx)?;
     // One module per namespace file; a method name served twice is an error here.
+    let dev = rpc
+        .ctx
+        .dev
+        .is_some()
+        .then(|| DevApiServer::into_rpc(rpc.clone()));
     let namespaces: [Methods; 12] = [
         NetApiServer::into_rpc(rpc.clone()).into(),
         EthStateApiServer::into_rpc(rpc.clone()).into(),
@@ -135,7 +144,7 @@ pub fn methods(ctx: NodeContext) -> Result<RpcModule<()>, RpcError> {
         StaveApiServer::into_rpc(rpc).into(),
     ];
     let mut module = RpcModule::new(());
-    for methods in namespaces {
+    for methods in namespaces.into_iter().chain(dev.map(Methods::from)) {
         module.merge(methods).map_err(RpcError::internal)?;
     }
     Ok(module)

@@ -81,6 +81,7 @@ async fn serve_with(
         admitted: None,
         sync,
         peer_count: None,
+        dev: None,
         config: RpcConfig {
             addr: "127.0.0.1:0".parse().expect("address"),
             ..config
@@ -633,4 +634,21 @@ async fn headers_raw_forms_pool_views_and_node_facts_are_served() {
         .await
         .expect("coinbase");
     assert_eq!(serde_json::json!(coinbase), block["miner"]);
+
+    // A node that is not a dev node neither signs nor mines on request.
+    let accounts: Vec<Address> = client
+        .request("eth_accounts", rpc_params![])
+        .await
+        .expect("accounts");
+    assert!(accounts.is_empty());
+    for method in ["evm_mine", "eth_sendTransaction", "anvil_setAutomine"] {
+        let error = client
+            .request::<Value, _>(method, rpc_params![])
+            .await
+            .expect_err("not served");
+        assert!(
+            error.to_string().contains("Method not found"),
+            "{method}: {error}"
+        );
+    }
 }

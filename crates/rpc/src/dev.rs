@@ -1,0 +1,300 @@
+//! The dev chain's methods (`stave node --dev` only), as Anvil and Hardhat's node answer
+//! them: the node's funded accounts sign (`eth_sendTransaction`, `eth_signTransaction`,
+//! `eth_sign`, `personal_sign`), and blocks come when asked for (`evm_mine`,
+//! `anvil_mine`/`hardhat_mine`), per transaction (`evm_setAutomine`) and at the times
+//! asked for (`evm_increaseTime`, `evm_setNextBlockTimestamp`). A production node serves
+//! none of them.
+
+use std::sync::Arc;
+
+use alloy_consensus::{TxEip1559, TxEip2930, TxLegacy, TypedTransaction};
+use alloy_primitives::{Address, B256, Bytes, TxKind, U64, U256, eip191_hash_message};
+use alloy_rpc_types_eth::TransactionRequest;
+use jsonrpsee::{
+    core::{RpcResult, async_trait},
+    proc_macros::rpc,
+};
+use serde::Deserialize;
+use stave_sdk::LocalSigner;
+
+use crate::{
+    error::RpcError,
+    eth::{call::EthCallApiServer as _, transactions::EthTransactionsApiServer as _},
+    rpc::{Outcome, Rpc},
+};
+
+/// A dev node's block making, as its JSON-RPC steers it.
+pub trait Mining: Send + Sync {
+    /// Makes `blocks` blocks now, the first stamped `first` (the block clock's time if
+    /// none), each next one `interval` seconds later; returns once they are committed, or
+    /// why they could not be made.
+    fn mine(&self, blocks: u64, first: Option<u64>, interval: u64) -> Result<(), String>;
+    /// Makes a block for each transaction as it arrives (`true`, Anvil's default) or one
+    /// every block time (`false`, Stave's).
+    fn set_automine(&self, on: bool);
+    /// Whether blocks are made per transaction.
+    fn automine(&self) -> bool;
+    /// Moves the clock blocks are stamped with `seconds` forward; returns how far ahead
+    /// of the wall clock it now runs, in seconds.
+    fn increase_time(&self, seconds: u64) -> u64;
+    /// Stamps the next block `timestamp` (no earlier than its parent's).
+    fn set_next_timestamp(&self, timestamp: u64);
+}
+
+/// What a dev node gives its JSON-RPC besides the chain: its funded accounts' keys, and
+/// its block making.
+#[derive(Clone)]
+pub struct DevChain {
+    /// The accounts `eth_accounts` lists and the signing methods sign with.
+    pub signers: Vec<LocalSigner>,
+    /// The producer's controls.
+    pub mining: Arc<dyn Mining>,
+}
+
+impl std::fmt::Debug for DevChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevChain")
+            .field("accounts", &self.signers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `evm_mine`'s parameter: a timestamp (Hardhat, Ganache), or a timestamp and a count.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum MineParams {
+    /// The block's timestamp.
+    Timestamp(U64),
+    /// Ganache's form.
+    Options {
+        /// The first block's timestamp.
+        timestamp: Option<U64>,
+        /// How many blocks.
+        blocks: Option<U64>,
+    },
+}
+
+/// The dev chain's methods.
+#[rpc(server)]
+pub trait DevApi {
+    /// Signs a transaction with the node's account `from`, filling in what it lacks
+    /// (nonce, gas, fees, chain id), and submits it.
+    #[method(name = "eth_sendTransaction")]
+    async fn send_transaction(&self, request: TransactionRequest) -> RpcResult<B256>;
+    /// Signs a transaction as `eth_sendTransaction` does; returns its signed bytes.
+    #[method(name = "eth_signTransaction")]
+    async fn sign_transaction(&self, request: TransactionRequest) -> RpcResult<Bytes>;
+    /// Signs `data` as an EIP-191 personal message with the node's account `address`.
+    #[method(name = "eth_sign")]
+    fn sign(&self, address: Address, data: Bytes) -> RpcResult<Bytes>;
+    /// `eth_sign` with its parameters the other way round.
+    #[method(name = "personal_sign")]
+    fn personal_sign(&self, data: Bytes, address: Address) -> RpcResult<Bytes>;
+    /// Makes a block now (or as many, from the timestamp, as the parameter says).
+    #[method(name = "evm_mine")]
+    async fn evm_mine(&self, params: Option<MineParams>) -> RpcResult<String>;
+    /// Makes `blocks` blocks (one by default), `interval` seconds apart.
+    #[method(name = "anvil_mine", aliases = ["hardhat_mine"])]
+    async fn anvil_mine(&self, blocks: Option<U256>, interval: Option<U256>) -> RpcResult<()>;
+    /// Turns automine on or off.
+    #[method(name = "evm_setAutomine", aliases = ["anvil_setAutomine"])]
+    fn set_automine(&self, on: bool) -> RpcResult<bool>;
+    /// Whether automine is on.
+    #[method(name = "anvil_getAutomine", aliases = ["hardhat_getAutomine"])]
+    fn automine(&self) -> RpcResult<bool>;
+    /// Moves the block clock forward; returns its total lead, in seconds.
+    #[method(name = "evm_increaseTime", aliases = ["anvil_increaseTime"])]
+    fn increase_time(&self, seconds: U256) -> RpcResult<U256>;
+    /// Stamps the next block with this time.
+    #[method(name = "evm_setNextBlockTimestamp", aliases = ["anvil_setNextBlockTimestamp"])]
+    fn set_next_timestamp(&self, timestamp: U256) -> RpcResult<()>;
+}
+
+impl Rpc {
+    /// The dev chain, or the error a production node answers its methods with.
+    fn dev(&self) -> Outcome<&DevChain> {
+        self.ctx.dev.as_ref().ok_or_else(|| {
+            RpcError::InvalidParams(
+                "only a dev node (stave node --dev) signs or mines on request".into(),
+            )
+        })
+    }
+
+    /// The node's signer of `address`.
+    fn signer_of(&self, address: Address) -> Outcome<&LocalSigner> {
+        self.dev()?
+            .signers
+            .iter()
+            .find(|signer| signer.address() == address)
+            .ok_or_else(|| {
+                RpcError::InvalidParams(format!(
+                    "{address} is not an account of this node (see eth_accounts)"
+                ))
+            })
+    }
+
+    /// `request` complete and signed by the node's account `from`, in its EIP-2718 form.
+    async fn signed(&self, request: TransactionRequest) -> Outcome<Bytes> {
+        let from = request
+            .from
+            .ok_or_else(|| RpcError::InvalidParams("'from' is required".into()))?;
+        self.signer_of(from)?;
+        let nonce = match request.nonce {
+            Some(nonce) => nonce,
+            None => {
+                let pending = alloy_eips::BlockId::Number(alloy_eips::BlockNumberOrTag::Pending);
+                crate::eth::state::EthStateApiServer::transaction_count(self, from, Some(pending))
+                    .map_err(|error| RpcError::Internal(error.message().to_owned()))?
+                    .to()
+            }
+        };
+        let gas = match request.gas {
+            Some(gas) => gas,
+            None => self
+                .estimate_gas(request.clone(), None, None)
+                .await
+                .map_err(|error| RpcError::Internal(error.message().to_owned()))?
+                .to(),
+        };
+        let chain_id = request.chain_id.unwrap_or(self.ctx.view.spec().chain_id());
+        let to = request.to.unwrap_or(TxKind::Create);
+        let value = request.value.unwrap_or_default();
+        let input = request.input.input().cloned().unwrap_or_default();
+        let tx = match (request.gas_price, request.access_list) {
+            (Some(gas_price), None) => TypedTransaction::Legacy(TxLegacy {
+                chain_id: Some(chain_id),
+                nonce,
+                gas_price,
+                gas_limit: gas,
+                to,
+                value,
+                input,
+            }),
+            (Some(gas_price), Some(access_list)) => TypedTransaction::Eip2930(TxEip2930 {
+                chain_id,
+                nonce,
+                gas_price,
+                gas_limit: gas,
+                to,
+                value,
+                input,
+                access_list,
+            }),
+            (None, access_list) => {
+                let tip = request
+                    .max_priority_fee_per_gas
+                    .unwrap_or(self.ctx.config.suggested_tip);
+                let base_fee = u128::from(
+                    self.ctx
+                        .view
+                        .with_state(None, |_, header| header.base_fee_per_gas)?,
+                );
+                TypedTransaction::Eip1559(TxEip1559 {
+                    chain_id,
+                    nonce,
+                    gas_limit: gas,
+                    max_fee_per_gas: request.max_fee_per_gas.unwrap_or(2 * base_fee + tip),
+                    max_priority_fee_per_gas: tip,
+                    to,
+                    value,
+                    access_list: access_list.unwrap_or_default(),
+                    input,
+                })
+            }
+        };
+        let raw = self.signer_of(from)?.sign_raw(&tx);
+        Ok(Bytes::from(raw.bytes))
+    }
+
+    /// `data` signed by the node's account `address` as an EIP-191 personal message:
+    /// `r ‖ s ‖ v` with `v` 27 or 28.
+    fn sign_message(&self, address: Address, data: &[u8]) -> Outcome<Bytes> {
+        let signature = self
+            .signer_of(address)?
+            .sign_hash(&eip191_hash_message(data));
+        Ok(Bytes::from(signature.as_bytes().to_vec()))
+    }
+
+    /// Makes `blocks` blocks from `first` on, `interval` seconds apart, off the server's
+    /// threads.
+    async fn mine(&self, blocks: u64, first: Option<u64>, interval: u64) -> Outcome<()> {
+        let mining = self.dev()?.mining.clone();
+        tokio::task::spawn_blocking(move || mining.mine(blocks, first, interval))
+            .await
+            .map_err(RpcError::internal)?
+            .map_err(RpcError::Internal)
+    }
+}
+
+/// Most blocks one request may make: a typo must not stop the node for minutes.
+const MAX_MINED: u64 = 10_000;
+
+/// `blocks` if within [`MAX_MINED`].
+fn mined(blocks: u64) -> Outcome<u64> {
+    match blocks {
+        1..=MAX_MINED => Ok(blocks),
+        _ => Err(RpcError::InvalidParams(format!(
+            "blocks must be 1 to {MAX_MINED}, not {blocks}"
+        ))),
+    }
+}
+
+#[async_trait]
+impl DevApiServer for Rpc {
+    async fn send_transaction(&self, request: TransactionRequest) -> RpcResult<B256> {
+        let raw = self.signed(request).await?;
+        self.send_raw_transaction(raw)
+    }
+
+    async fn sign_transaction(&self, request: TransactionRequest) -> RpcResult<Bytes> {
+        Ok(self.signed(request).await?)
+    }
+
+    fn sign(&self, address: Address, data: Bytes) -> RpcResult<Bytes> {
+        Ok(self.sign_message(address, &data)?)
+    }
+
+    fn personal_sign(&self, data: Bytes, address: Address) -> RpcResult<Bytes> {
+        Ok(self.sign_message(address, &data)?)
+    }
+
+    async fn evm_mine(&self, params: Option<MineParams>) -> RpcResult<String> {
+        let (timestamp, blocks) = match params {
+            None => (None, 1),
+            Some(MineParams::Timestamp(timestamp)) => (Some(timestamp.to()), 1),
+            Some(MineParams::Options { timestamp, blocks }) => {
+                (timestamp.map(|t| t.to()), blocks.map_or(1, |b| b.to()))
+            }
+        };
+        self.mine(mined(blocks)?, timestamp, 1).await?;
+        Ok("0x0".into())
+    }
+
+    async fn anvil_mine(&self, blocks: Option<U256>, interval: Option<U256>) -> RpcResult<()> {
+        let blocks = mined(blocks.map_or(1, |b| b.saturating_to()))?;
+        let interval = interval.map_or(1, |i| i.saturating_to());
+        Ok(self.mine(blocks, None, interval).await?)
+    }
+
+    fn set_automine(&self, on: bool) -> RpcResult<bool> {
+        self.dev()?.mining.set_automine(on);
+        Ok(true)
+    }
+
+    fn automine(&self) -> RpcResult<bool> {
+        Ok(self.dev()?.mining.automine())
+    }
+
+    fn increase_time(&self, seconds: U256) -> RpcResult<U256> {
+        Ok(U256::from(
+            self.dev()?.mining.increase_time(seconds.saturating_to()),
+        ))
+    }
+
+    fn set_next_timestamp(&self, timestamp: U256) -> RpcResult<()> {
+        self.dev()?
+            .mining
+            .set_next_timestamp(timestamp.saturating_to());
+        Ok(())
+    }
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Foundry's cast against a running `stave node --dev`, as a developer uses it with Anvil:
+# unlocked sends and deploys (eth_sendTransaction with the node's accounts), cast run
+# (replays a transaction locally on the node's state), access lists, call overrides,
+# message signing, and the dev chain's mining and clock controls.
+# Usage: interop/cast.sh <cast binary> <rpc port> <path to StaveToken.bin>
+set -euo pipefail
+cast="$1"
+export ETH_RPC_URL="http://127.0.0.1:$2"
+token_code="$(cat "$3")"
+# Dev accounts 2 and 3: the other interop scripts send from 0 and 1.
+from=0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC
+to=0x90F79bf6EB2c4f870365E785982E1f101E93b906
+fail() { echo "cast: $*" >&2; exit 1; }
+field() { python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
+
+accounts="$("$cast" rpc eth_accounts)"
+python3 -c "import json,sys; a=json.loads(sys.argv[1]); assert len(a) == 10 and '${from,,}' in a, a" "$accounts" \
+    || fail "eth_accounts: $accounts"
+
+# Unlocked sends: the node fills in nonce, gas and fees and signs.
+[ "$("$cast" send --unlocked --from "$from" "$to" --value 1ether --json | field status)" = 0x1 ] \
+    || fail "an unlocked ETH transfer failed"
+supply="$("$cast" abi-encode 'constructor(uint256)' 1000000)"
+token="$("$cast" send --unlocked --from "$from" --create "$token_code${supply#0x}" --json | field contractAddress)"
+transfer="$("$cast" send --unlocked --from "$from" "$token" 'transfer(address,uint256)' "$to" 5 --json)"
+[ "$(echo "$transfer" | field status)" = 0x1 ] || fail "an unlocked token transfer failed"
+[ "$("$cast" call "$token" 'balanceOf(address)(uint256)' "$to")" = 5 ] || fail "balanceOf after the transfer"
+echo "cast: unlocked transfer, deploy and token transfer"
+
+# cast run replays the transfer on the node's state, with its call trace.
+run="$("$cast" run "$(echo "$transfer" | field transactionHash)" 2>&1)"
+grep -q 'Transaction successfully executed' <<<"$run" && grep -q 'emit Transfer' <<<"$run" \
+    || fail "cast run: $run"
+# An access list names the token's two balance slots.
+access="$("$cast" access-list --from "$from" "$token" 'transfer(address,uint256)' "$to" 1 --json)"
+python3 -c "import json,sys; a=json.loads(sys.argv[1]); keys=a['accessList'][0]['storageKeys']; assert len(keys) == 2, a" "$access" \
+    || fail "access list: $access"
+# A call with overrides: code returning BALANCE(ADDRESS), and a balance.
+answer="$("$cast" call "$to" --override-code "$to:0x303160005260206000f3" --override-balance "$to:4660")"
+[ "$(python3 -c 'import sys; print(int(sys.argv[1], 16))' "$answer")" = 4660 ] \
+    || fail "a call with code and balance overrides: $answer"
+echo "cast: run, access-list and call overrides"
+
+# eth_sign: a personal message the signer's address verifies.
+signature="$("$cast" rpc eth_sign "$from" 0x68656c6c6f | tr -d '"')"
+"$cast" wallet verify --address "$from" hello "$signature" >/dev/null || fail "eth_sign's signature does not verify"
+
+# Mining on request, automine, and the block clock.
+before="$("$cast" block-number)"
+"$cast" rpc anvil_mine 5 >/dev/null
+[ "$("$cast" block-number)" -ge $((before + 5)) ] || fail "anvil_mine 5 made fewer blocks"
+"$cast" rpc evm_setAutomine true >/dev/null
+[ "$("$cast" rpc anvil_getAutomine)" = true ] || fail "automine did not turn on"
+mined="$("$cast" send --unlocked --from "$from" "$to" --value 1 --json | field blockNumber)"
+count="$("$cast" rpc eth_getBlockTransactionCountByNumber "$mined" | tr -d '"')"
+[ "$count" = 0x1 ] || fail "an automined block holds $count transactions"
+"$cast" rpc evm_setAutomine false >/dev/null
+now="$(date +%s)"
+"$cast" rpc evm_increaseTime 3600 >/dev/null
+"$cast" rpc evm_mine >/dev/null
+[ "$("$cast" block latest -f timestamp)" -ge $((now + 3590)) ] || fail "evm_increaseTime did not move the clock"
+next=$((now + 100000))
+"$cast" rpc evm_setNextBlockTimestamp "$next" >/dev/null
+"$cast" rpc evm_mine >/dev/null
+stamped="$("$cast" block latest -f timestamp)"
+[ "$stamped" = "$next" ] || fail "evm_setNextBlockTimestamp: $stamped, not $next"
+echo "cast: eth_sign, anvil_mine, automine, evm_increaseTime, evm_setNextBlockTimestamp"
