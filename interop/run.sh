@@ -11,6 +11,7 @@ VIEM_VERSION=2.57.20
 WEB3PY_VERSION=7.16.0
 ANVIL_VERSION=1.7.1
 CAST_VERSION=1.7.1
+PUPPETEER_VERSION=25.16.0
 tools="${STAVE_TOOLS_DIR:-$HOME/.cache/stave-tools}"
 npm_tool() { # name version: installs once, prints the node_modules dir
     local dir="$tools/$1-$2"
@@ -24,6 +25,7 @@ ethers_modules="$(npm_tool ethers "$ETHERS_VERSION")"
 viem_modules="$(npm_tool viem "$VIEM_VERSION")"
 anvil="$(npm_tool @foundry-rs/anvil "$ANVIL_VERSION")/.bin/anvil"
 cast="$(npm_tool @foundry-rs/cast "$CAST_VERSION")/.bin/cast"
+puppeteer_modules="$(npm_tool puppeteer-core "$PUPPETEER_VERSION")"
 web3py_venv="$tools/web3py-$WEB3PY_VERSION"
 if [ ! -x "$web3py_venv/bin/python" ] || ! "$web3py_venv/bin/python" -c 'import web3' 2>/dev/null; then
     python3 -m venv "$web3py_venv"
@@ -89,6 +91,9 @@ up "$restricted/node.log" $restricted_pid
 # `stave genesis new` funds Stave's deterministic dev accounts: the script sends as one.
 key="$("$stave" keys show --dev --index 1 | python3 -c 'import sys,json; print(json.load(sys.stdin)["private_key"])')"
 "$web3py_venv/bin/python" "$here/permissions.py" "$((port + 2))" "$token" "$key"
+# A web page in headless Chromium calls the dev node (CORS *) and the restricted node,
+# whose file config allows no origin.
+node "$here/browser.mjs" "$puppeteer_modules" "$port" "$((port + 2))"
 kill -TERM $restricted_pid
 wait $restricted_pid
 # Metrics are served while the node runs.

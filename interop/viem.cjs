@@ -100,6 +100,20 @@ async function main() {
   const unlockedHash = await unlocked.sendTransaction({ to: bob.address, value: 1n });
   assert.equal((await client.waitForTransactionReceipt({ hash: unlockedHash })).status, 'success');
 
+  // Messages and EIP-712 typed data the node's account signs verify as its own.
+  const message = 'hello from a dapp';
+  const messageSignature = await unlocked.signMessage({ message });
+  assert.ok(await viem.verifyMessage({ address: alice.address, message, signature: messageSignature }), 'personal_sign');
+  const typed = {
+    domain: { name: 'Stave', version: '1', chainId: 1337, verifyingContract: token },
+    types: { Mail: [{ name: 'to', type: 'address' }, { name: 'contents', type: 'string' }] },
+    primaryType: 'Mail',
+    message: { to: bob.address, contents: 'hi' },
+  };
+  const typedSignature = await unlocked.signTypedData(typed);
+  assert.ok(await viem.verifyTypedData({ address: alice.address, ...typed, signature: typedSignature }), 'eth_signTypedData_v4');
+  assert.equal(typedSignature, await alice.signTypedData(typed));
+
   // Test actions, as against Anvil: mining on request and the block clock.
   const test = viem.createTestClient({ chain, mode: 'anvil', transport: viem.http(url) });
   const start = await client.getBlockNumber({ cacheTime: 0 });

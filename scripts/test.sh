@@ -3,7 +3,7 @@
 # tests (unit, integration, ethereum-tests vectors, differential serial/parallel, CLI, doc
 # tests, fuzz-corpus replay), and the loom model checks of the check queue. CI runs
 # exactly this. Needs Rust (pinned by rust-toolchain.toml), Node.js with npm, Python 3 with
-# venv, curl, and apt-get (for faketime) unless libfaketime is installed.
+# venv, curl, and apt-get (for faketime and Chromium) unless they are installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Build artefacts live outside the clone, so a rebuild on the same machine is quick.
@@ -13,11 +13,15 @@ cargo fmt --all --check
 ./contracts/build.sh
 git diff --exit-code -- contracts/
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# The clock-skew tests (bin/stave/tests/consensus.rs) run a validator under libfaketime.
-if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]; then
+# The clock-skew tests (bin/stave/tests/consensus.rs) run a validator under libfaketime;
+# the browser test (interop/browser.mjs) drives Debian's Chromium.
+missing=()
+[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || missing+=(faketime)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo=sudo
-    $sudo apt-get update -qq && $sudo apt-get install -y -qq faketime >/dev/null
+    $sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 cargo test --workspace --locked
 # Real clients (ethers v6, viem, web3.py; pinned, installed on first use) against a dev node.

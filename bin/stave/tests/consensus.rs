@@ -279,13 +279,21 @@ fn validators_cross_epochs_and_one_killed_before_a_boundary_votes_after_it() {
         head + EPOCH_LENGTH,
         "another epoch with validator 3's votes",
     );
-    let epochs: Vec<u64> = nodes
-        .iter()
-        .map(|node| counter(&node.metrics(), "stave_consensus_epoch"))
-        .collect();
-    assert!(
-        epochs.iter().all(|&epoch| epoch == epochs[0]),
-        "epochs {epochs:?}"
+    // Read while the chain runs, one node may have entered the next epoch a block before
+    // another: they must agree once that block is in everywhere.
+    let epochs = || -> Vec<u64> {
+        nodes
+            .iter()
+            .map(|node| counter(&node.metrics(), "stave_consensus_epoch"))
+            .collect()
+    };
+    wait_for(
+        "every validator in the same epoch",
+        Duration::from_secs(30),
+        || {
+            let epochs = epochs();
+            epochs.iter().all(|&epoch| epoch == epochs[0])
+        },
     );
 }
 

@@ -1,6 +1,6 @@
 //! The dev chain's methods (`stave node --dev` only), as Anvil and Hardhat's node answer
 //! them: the node's funded accounts sign (`eth_sendTransaction`, `eth_signTransaction`,
-//! `eth_sign`, `personal_sign`), and blocks come when asked for (`evm_mine`,
+//! `eth_sign`, `personal_sign`, `eth_signTypedData_v4`), and blocks come when asked for (`evm_mine`,
 //! `anvil_mine`/`hardhat_mine`), per transaction (`evm_setAutomine`) and at the times
 //! asked for (`evm_increaseTime`, `evm_setNextBlockTimestamp`). A production node serves
 //! none of them.
@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use alloy_consensus::{TxEip1559, TxEip2930, TxLegacy, TypedTransaction};
+use alloy_dyn_abi::eip712::TypedData;
 use alloy_primitives::{Address, B256, Bytes, TxKind, U64, U256, eip191_hash_message};
 use alloy_rpc_types_eth::TransactionRequest;
 use jsonrpsee::{
@@ -90,6 +91,10 @@ pub trait DevApi {
     /// `eth_sign` with its parameters the other way round.
     #[method(name = "personal_sign")]
     fn personal_sign(&self, data: Bytes, address: Address) -> RpcResult<Bytes>;
+    /// Signs EIP-712 typed data (an object, or the JSON text of one, as wallets send it)
+    /// with the node's account `address`.
+    #[method(name = "eth_signTypedData_v4")]
+    fn sign_typed_data(&self, address: Address, data: serde_json::Value) -> RpcResult<Bytes>;
     /// Makes a block now (or as many, from the timestamp, as the parameter says).
     #[method(name = "evm_mine")]
     async fn evm_mine(&self, params: Option<MineParams>) -> RpcResult<String>;
@@ -256,6 +261,20 @@ impl DevApiServer for Rpc {
 
     fn personal_sign(&self, data: Bytes, address: Address) -> RpcResult<Bytes> {
         Ok(self.sign_message(address, &data)?)
+    }
+
+    fn sign_typed_data(&self, address: Address, data: serde_json::Value) -> RpcResult<Bytes> {
+        let data = match data {
+            serde_json::Value::String(text) => serde_json::from_str(&text),
+            object => serde_json::from_value(object),
+        };
+        let typed: TypedData = data
+            .map_err(|error| RpcError::InvalidParams(format!("not EIP-712 typed data: {error}")))?;
+        let hash = typed.eip712_signing_hash().map_err(|error| {
+            RpcError::InvalidParams(format!("typed data does not hash: {error}"))
+        })?;
+        let signature = self.signer_of(address)?.sign_hash(&hash);
+        Ok(Bytes::from(signature.as_bytes().to_vec()))
     }
 
     async fn evm_mine(&self, params: Option<MineParams>) -> RpcResult<String> {
