@@ -2,7 +2,7 @@
 # Foundry's cast against a running `stave node --dev`, as a developer uses it with Anvil:
 # unlocked sends and deploys (eth_sendTransaction with the node's accounts), cast run
 # (replays a transaction locally on the node's state), access lists, call overrides,
-# message signing, and the dev chain's mining and clock controls.
+# message signing, the dev chain's mining and clock controls, and state edits.
 # Usage: interop/cast.sh <cast binary> <rpc port> <path to StaveToken.bin>
 set -euo pipefail
 cast="$1"
@@ -66,3 +66,20 @@ next=$((now + 100000))
 stamped="$("$cast" block latest -f timestamp)"
 [ "$stamped" = "$next" ] || fail "evm_setNextBlockTimestamp: $stamped, not $next"
 echo "cast: eth_sign, anvil_mine, automine, evm_increaseTime, evm_setNextBlockTimestamp"
+
+# State edits, each committed with a block made at once.
+edited=0x00000000000000000000000000000000000e617e
+"$cast" rpc anvil_setBalance "$edited" 0x1234 >/dev/null
+[ "$("$cast" balance "$edited")" = 4660 ] || fail "anvil_setBalance"
+"$cast" rpc anvil_setNonce "$edited" 0x7 >/dev/null
+[ "$("$cast" nonce "$edited")" = 7 ] || fail "anvil_setNonce"
+"$cast" rpc hardhat_setCode "$edited" 0x303160005260206000f3 >/dev/null
+[ "$("$cast" code "$edited")" = 0x303160005260206000f3 ] || fail "anvil_setCode"
+answer="$("$cast" call "$edited")"
+[ "$(python3 -c 'import sys; print(int(sys.argv[1], 16))' "$answer")" = 4660 ] || fail "the edited code's call: $answer"
+slot=0x0000000000000000000000000000000000000000000000000000000000000005
+value=0x00000000000000000000000000000000000000000000000000000000000000ff
+"$cast" rpc anvil_setStorageAt "$token" "$slot" "$value" >/dev/null
+[ "$("$cast" storage "$token" 5)" = "$value" ] || fail "anvil_setStorageAt"
+[ "$("$cast" call "$token" 'balanceOf(address)(uint256)' "$to")" = 5 ] || fail "an edit changed other slots"
+echo "cast: anvil_setBalance, setNonce, setCode, setStorageAt"

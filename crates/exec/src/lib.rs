@@ -22,6 +22,7 @@ mod parallel;
 mod serial;
 mod trace;
 
+pub use alloy_rpc_types_eth::state::{AccountOverride, StateOverride};
 pub use call::{CallOutcome, CallRequest, call, call_until};
 pub use env::{BlockEnv, BlockInput, Mode};
 pub use error::ExecError;

@@ -7,7 +7,7 @@
 use alloy_primitives::{Address, B256, Bytes, U256, keccak256, map::HashMap};
 use alloy_rpc_types_eth::{BlockOverrides, state::StateOverride};
 use revm::primitives::KECCAK_EMPTY;
-use stave_primitives::{AccountState, Header, StateError, StateReader};
+use stave_primitives::{AccountDiff, AccountState, Header, StateDiff, StateError, StateReader};
 
 /// Why overrides were refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -99,6 +99,41 @@ impl<'a> Overridden<'a> {
             codes,
             block_hashes,
         })
+    }
+}
+
+impl Overridden<'_> {
+    /// The overrides as a state change over the base state: each overridden account as it
+    /// now reads, its storage replaced or patched, and the code it was given. A dev node
+    /// commits this with the block it mines next (`anvil_setBalance` and the like).
+    pub fn diff(&self) -> Result<StateDiff, StateError> {
+        let accounts = self
+            .accounts
+            .iter()
+            .map(|(address, account)| {
+                let (storage_cleared, slots) = match &account.storage {
+                    Storage::Replaced(slots) => (true, slots),
+                    Storage::Patched(slots) => (false, slots),
+                };
+                let change = AccountDiff {
+                    info: self.account(*address)?,
+                    storage_cleared,
+                    storage: slots
+                        .iter()
+                        .map(|(slot, value)| {
+                            (U256::from_be_bytes(slot.0), U256::from_be_bytes(value.0))
+                        })
+                        .collect(),
+                };
+                Ok((*address, change))
+            })
+            .collect::<Result<_, StateError>>()?;
+        let codes = self
+            .codes
+            .iter()
+            .map(|(hash, code)| (*hash, code.clone()))
+            .collect();
+        Ok(StateDiff { accounts, codes })
     }
 }
 
@@ -212,11 +247,29 @@ mod tests {
         let state = Overridden::new(&base, Some(&overrides), None).expect("valid");
         let account = state.account(a).expect("reads").expect("exists");
         assert_eq!(account.balance, U256::from(5));
-        assert_eq!(state.code(account.code_hash).expect("reads"), Some(code));
+        assert_eq!(state.code(account.code_hash).expect("reads"), Some(code.clone()));
         assert_eq!(state.storage(a, slot.into()).expect("reads"), U256::from(9));
         assert_eq!(state.account(b).expect("reads").expect("exists").nonce, 3);
         assert_eq!(state.storage(b, U256::from(1)).expect("reads"), U256::ZERO);
         assert_eq!(state.account(Address::repeat_byte(3)).expect("reads"), None);
+
+        // As a state change: each account as it now reads, b's storage replaced.
+        let diff = state.diff().expect("reads");
+        assert_eq!(
+            diff.accounts.get(&a).and_then(|change| change.info),
+            state.account(a).expect("reads")
+        );
+        assert!(!diff.accounts.get(&a).expect("changed").storage_cleared);
+        assert_eq!(
+            diff.accounts
+                .get(&a)
+                .expect("changed")
+                .storage
+                .get(&U256::from(7)),
+            Some(&U256::from(9))
+        );
+        assert!(diff.accounts.get(&b).expect("changed").storage_cleared);
+        assert_eq!(diff.codes.get(&account.code_hash), Some(&code));
 
         overrides.get_mut(&b).expect("there").state_diff = Some(Default::default());
         let refused = Overridden::new(&base, Some(&overrides), None).err();

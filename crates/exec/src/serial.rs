@@ -54,6 +54,16 @@ pub struct ExecutionOutcome {
 }
 
 impl ExecutionOutcome {
+    /// The outcome with `before` (changes made to the state before the block ran, such as
+    /// a dev node's `anvil_setBalance`) applied under its own changes.
+    pub fn after(mut self, mut before: StateDiff) -> Self {
+        before.append(std::mem::take(&mut self.diff));
+        self.diff = before;
+        // What the executing threads learned of the slots no longer covers the diff.
+        self.slots = SlotsHint::Unknown;
+        self
+    }
+
     /// The block's `receipts_root` and `state_root` over `parent_root`, as
     /// [`receipts_and_state_roots`] gives them for `receipts` and `diff` as executed,
     /// their leaves hashed by `hasher` (bar those hashed during execution).

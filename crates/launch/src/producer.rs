@@ -13,6 +13,7 @@ use std::{
 };
 
 use parking_lot::Mutex;
+use stave_exec::StateOverride;
 use stave_node::{BlockProducer, Produced, unix_seconds};
 use stave_txpool::TxPool;
 use tokio::sync::broadcast;
@@ -34,6 +35,8 @@ struct MineRequest {
     blocks: u64,
     first: Option<u64>,
     interval: u64,
+    /// State edits the first block commits (`anvil_setBalance` and the like).
+    edits: Option<StateOverride>,
     done: std::sync::mpsc::Sender<Result<(), String>>,
 }
 
@@ -64,18 +67,36 @@ impl DevMining {
     }
 }
 
-impl stave_rpc::dev::Mining for DevMining {
-    fn mine(&self, blocks: u64, first: Option<u64>, interval: u64) -> Result<(), String> {
+impl DevMining {
+    /// Queues `request` for the producer loop and waits for its answer.
+    fn request(
+        &self,
+        blocks: u64,
+        first: Option<u64>,
+        interval: u64,
+        edits: Option<StateOverride>,
+    ) -> Result<(), String> {
         let (done, answer) = std::sync::mpsc::channel();
         self.0.lock().requests.push(MineRequest {
             blocks,
             first,
             interval,
+            edits,
             done,
         });
         answer
             .recv()
             .unwrap_or_else(|_| Err("the node is stopping".into()))
+    }
+}
+
+impl stave_rpc::dev::Mining for DevMining {
+    fn mine(&self, blocks: u64, first: Option<u64>, interval: u64) -> Result<(), String> {
+        self.request(blocks, first, interval, None)
+    }
+
+    fn edit(&self, edits: StateOverride) -> Result<(), String> {
+        self.request(1, None, 1, Some(edits))
     }
 
     fn set_automine(&self, on: bool) {
@@ -104,14 +125,16 @@ struct Outlets<'a> {
 }
 
 impl Outlets<'_> {
-    /// Makes one block stamped `timestamp` and hands it on.
+    /// Makes one block stamped `timestamp`, committing `edits` first if any, and hands it
+    /// on.
     fn produce(
         &self,
         producer: &mut BlockProducer<'static>,
         timestamp: u64,
+        edits: Option<&StateOverride>,
     ) -> Result<(), LaunchError> {
         let produced = producer
-            .produce(timestamp)
+            .produce_edited(timestamp, edits)
             .map_err(LaunchError::import("producing a block"))?;
         tracing::info!(
             number = produced.block.number(),
@@ -166,7 +189,9 @@ pub(crate) fn produce_blocks(
                 .first
                 .unwrap_or_else(|| dev.map_or_else(unix_seconds, DevMining::next_timestamp));
             for k in 0..request.blocks {
-                result = outlets.produce(&mut producer, first.saturating_add(k * request.interval));
+                let edits = request.edits.as_ref().filter(|_| k == 0);
+                let timestamp = first.saturating_add(k * request.interval);
+                result = outlets.produce(&mut producer, timestamp, edits);
                 if result.is_err() {
                     break;
                 }
@@ -189,7 +214,7 @@ pub(crate) fn produce_blocks(
         producer.set_max_block_txs(if automine { 1 } else { block_limit });
         last = Instant::now();
         let timestamp = dev.map_or_else(unix_seconds, DevMining::next_timestamp);
-        outlets.produce(&mut producer, timestamp)?;
+        outlets.produce(&mut producer, timestamp, None)?;
     }
     close(producer)
 }

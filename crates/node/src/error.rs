@@ -99,6 +99,10 @@ pub enum ImportError {
     /// The executor's threads did not start.
     #[error("the executor's threads did not start: {0}")]
     Threads(std::io::Error),
+    /// A dev node's state edits (`anvil_setBalance` and the like) were refused or could
+    /// not be read.
+    #[error("state edits: {0}")]
+    Edit(String),
 }
 
 impl ImportError {
@@ -119,6 +123,7 @@ impl ImportError {
             | Self::Storage(_)
             | Self::State(_)
             | Self::Permissions(_)
+            | Self::Edit(_)
             | Self::Threads(_) => false,
         }
     }

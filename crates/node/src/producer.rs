@@ -15,7 +15,7 @@ use std::{
 
 use alloy_consensus::Transaction as _;
 use alloy_primitives::{Address, B256};
-use stave_exec::StateReader;
+use stave_exec::{StateOverride, StateReader};
 use stave_primitives::{ChainSpec, Header, Receipt, RecoveredTx, SealedBlock};
 use stave_state::{StateLayerError, StateLayers};
 use stave_storage::{KvStore, StorageError, read};
@@ -177,11 +177,22 @@ impl<'s> BlockProducer<'s> {
     /// that keeps producing lets clients waiting for "the next block" make progress) and
     /// commits it.
     pub fn produce(&mut self, timestamp: u64) -> Result<Produced, ImportError> {
+        self.produce_edited(timestamp, None)
+    }
+
+    /// [`BlockProducer::produce`], with `edits` (if any) made to the head's state first
+    /// and committed with the block: a dev node's `anvil_setBalance` and the like (see
+    /// [`Chain::prepare_edited`]).
+    pub fn produce_edited(
+        &mut self,
+        timestamp: u64,
+        edits: Option<&StateOverride>,
+    ) -> Result<Produced, ImportError> {
         let chain = &self.chain;
         // The oldest state layers go to disk while this block executes and commits.
         let (prepared, included, dropped) = std::thread::scope(|scope| {
             let flushing = scope.spawn(|| chain.flush());
-            let prepared = self.select_and_prepare(&[], timestamp).and_then(
+            let prepared = self.select_and_prepare(&[], timestamp, edits).and_then(
                 |(mut prepared, included, dropped)| {
                     chain
                         .commit(&mut prepared)
@@ -209,7 +220,7 @@ impl<'s> BlockProducer<'s> {
         ancestors: &[&SpeculativeBlock],
         timestamp: u64,
     ) -> Result<SpeculativeBlock, ImportError> {
-        let (prepared, included, _) = self.select_and_prepare(ancestors, timestamp)?;
+        let (prepared, included, _) = self.select_and_prepare(ancestors, timestamp, None)?;
         Ok(SpeculativeBlock::new(prepared, included))
     }
 
@@ -253,6 +264,7 @@ impl<'s> BlockProducer<'s> {
         &self,
         ancestors: &[&SpeculativeBlock],
         timestamp: u64,
+        edits: Option<&StateOverride>,
     ) -> Result<(PreparedBlock, Vec<RecoveredTx>, usize), ImportError> {
         let parent = self.chain.parent_of(ancestors)?;
         let mut next_nonces = HashMap::new();
@@ -269,9 +281,11 @@ impl<'s> BlockProducer<'s> {
                 self.max_block_txs,
                 &next_nonces,
             );
-            let prepared =
-                self.chain
-                    .prepare_on(ancestors, &selected, timestamp.max(parent.timestamp))?;
+            let timestamp = timestamp.max(parent.timestamp);
+            let prepared = match edits {
+                Some(edits) => self.chain.prepare_edited(&selected, timestamp, edits)?,
+                None => self.chain.prepare_on(ancestors, &selected, timestamp)?,
+            };
             let included: HashSet<B256> = prepared
                 .block
                 .transactions()

@@ -2,15 +2,19 @@
 //! them: the node's funded accounts sign (`eth_sendTransaction`, `eth_signTransaction`,
 //! `eth_sign`, `personal_sign`, `eth_signTypedData_v4`), and blocks come when asked for (`evm_mine`,
 //! `anvil_mine`/`hardhat_mine`), per transaction (`evm_setAutomine`) and at the times
-//! asked for (`evm_increaseTime`, `evm_setNextBlockTimestamp`). A production node serves
-//! none of them.
+//! asked for (`evm_increaseTime`, `evm_setNextBlockTimestamp`), and accounts change when
+//! told to (`anvil_setBalance`, `setNonce`, `setCode`, `setStorageAt`, each committed with
+//! a block made at once). A production node serves none of them.
 
 use std::sync::Arc;
 
 use alloy_consensus::{TxEip1559, TxEip2930, TxLegacy, TypedTransaction};
 use alloy_dyn_abi::eip712::TypedData;
 use alloy_primitives::{Address, B256, Bytes, TxKind, U64, U256, eip191_hash_message};
-use alloy_rpc_types_eth::TransactionRequest;
+use alloy_rpc_types_eth::{
+    TransactionRequest,
+    state::{AccountOverride, StateOverride},
+};
 use jsonrpsee::{
     core::{RpcResult, async_trait},
     proc_macros::rpc,
@@ -40,6 +44,9 @@ pub trait Mining: Send + Sync {
     fn increase_time(&self, seconds: u64) -> u64;
     /// Stamps the next block `timestamp` (no earlier than its parent's).
     fn set_next_timestamp(&self, timestamp: u64);
+    /// Makes `edits` to the state and a block that commits them (with whatever the pool
+    /// holds); returns once it is committed.
+    fn edit(&self, edits: StateOverride) -> Result<(), String>;
 }
 
 /// What a dev node gives its JSON-RPC besides the chain: its funded accounts' keys, and
@@ -113,6 +120,18 @@ pub trait DevApi {
     /// Stamps the next block with this time.
     #[method(name = "evm_setNextBlockTimestamp", aliases = ["anvil_setNextBlockTimestamp"])]
     fn set_next_timestamp(&self, timestamp: U256) -> RpcResult<()>;
+    /// Sets an account's balance (committed with a block made at once).
+    #[method(name = "anvil_setBalance", aliases = ["hardhat_setBalance"])]
+    async fn set_balance(&self, address: Address, balance: U256) -> RpcResult<()>;
+    /// Sets an account's nonce.
+    #[method(name = "anvil_setNonce", aliases = ["hardhat_setNonce"])]
+    async fn set_nonce(&self, address: Address, nonce: U256) -> RpcResult<()>;
+    /// Sets an account's code.
+    #[method(name = "anvil_setCode", aliases = ["hardhat_setCode"])]
+    async fn set_code(&self, address: Address, code: Bytes) -> RpcResult<()>;
+    /// Sets one storage slot of an account.
+    #[method(name = "anvil_setStorageAt", aliases = ["hardhat_setStorageAt"])]
+    async fn set_storage_at(&self, address: Address, slot: U256, value: B256) -> RpcResult<bool>;
 }
 
 impl Rpc {
@@ -231,6 +250,19 @@ impl Rpc {
     }
 }
 
+impl Rpc {
+    /// Makes `change` to `address` and a block that commits it, off the server's threads.
+    async fn edit(&self, address: Address, change: AccountOverride) -> Outcome<()> {
+        let mining = self.dev()?.mining.clone();
+        let mut edits = StateOverride::default();
+        edits.insert(address, change);
+        tokio::task::spawn_blocking(move || mining.edit(edits))
+            .await
+            .map_err(RpcError::internal)?
+            .map_err(RpcError::Internal)
+    }
+}
+
 /// Most blocks one request may make: a typo must not stop the node for minutes.
 const MAX_MINED: u64 = 10_000;
 
@@ -315,5 +347,40 @@ impl DevApiServer for Rpc {
             .mining
             .set_next_timestamp(timestamp.saturating_to());
         Ok(())
+    }
+
+    async fn set_balance(&self, address: Address, balance: U256) -> RpcResult<()> {
+        let change = AccountOverride {
+            balance: Some(balance),
+            ..AccountOverride::default()
+        };
+        Ok(self.edit(address, change).await?)
+    }
+
+    async fn set_nonce(&self, address: Address, nonce: U256) -> RpcResult<()> {
+        let nonce = u64::try_from(nonce)
+            .map_err(|_| RpcError::InvalidParams(format!("nonce {nonce} is over 2^64 - 1")))?;
+        let change = AccountOverride {
+            nonce: Some(nonce),
+            ..AccountOverride::default()
+        };
+        Ok(self.edit(address, change).await?)
+    }
+
+    async fn set_code(&self, address: Address, code: Bytes) -> RpcResult<()> {
+        let change = AccountOverride {
+            code: Some(code),
+            ..AccountOverride::default()
+        };
+        Ok(self.edit(address, change).await?)
+    }
+
+    async fn set_storage_at(&self, address: Address, slot: U256, value: B256) -> RpcResult<bool> {
+        let change = AccountOverride {
+            state_diff: Some([(B256::from(slot), value)].into_iter().collect()),
+            ..AccountOverride::default()
+        };
+        self.edit(address, change).await?;
+        Ok(true)
     }
 }

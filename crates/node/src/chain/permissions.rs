@@ -115,7 +115,7 @@ mod tests {
 
         let (parent, state) = producer.tip(&[]).expect("the head");
         let forged = producer
-            .prepare_over(&parent, &state, &txs, 1_700_000_000)
+            .prepare_over(&parent, &state, &txs, 1_700_000_000, None)
             .expect("builds");
         assert_eq!(forged.block.transactions().len(), 2);
         let encoded = encode_block_parts(forged.block.header(), &forged.body);

@@ -4,8 +4,8 @@
 //! ([`Chain::prepare`], [`Chain::build`]) is the case without ancestors.
 
 use stave_codec::{encode_block_parts, encode_transactions};
-use stave_exec::{BlockInput, Mode};
-use stave_primitives::{Block, Header, RecoveredTx, StateReader};
+use stave_exec::{BlockInput, Mode, Overridden, StateOverride};
+use stave_primitives::{Block, Header, RecoveredTx, StateDiff, StateReader};
 use stave_state::{Snapshot, SpeculativeLayer};
 
 use super::{
@@ -109,17 +109,41 @@ impl<'s> Chain<'s> {
         let (parent, state) = self.tip(ancestors)?;
         // Transactions the pool admitted before a permission changed are left out.
         let txs = super::permissions::permitted(&state, txs)?;
-        self.prepare_over(&parent, &state, &txs, timestamp)
+        self.prepare_over(&parent, &state, &txs, timestamp, None)
+    }
+
+    /// [`Chain::prepare_on`] the stored head with `edits` made to its state first: a dev
+    /// node's `anvil_setBalance` and the like, committed with the block it mines next. The
+    /// block's state root covers the edits, so only a chain that never edits its state
+    /// can be imported again elsewhere.
+    pub fn prepare_edited(
+        &self,
+        txs: &[RecoveredTx],
+        timestamp: u64,
+        edits: &StateOverride,
+    ) -> Result<PreparedBlock, ImportError> {
+        let (parent, state) = self.tip(&[])?;
+        let edited = Overridden::new(&state, Some(edits), None)
+            .map_err(|error| ImportError::Edit(error.to_string()))?;
+        let txs = super::permissions::permitted(&edited, txs)?;
+        let before = edited
+            .diff()
+            .map_err(|error| ImportError::Edit(error.to_string()))?;
+        self.prepare_over(&parent, &edited, &txs, timestamp, Some(before))
     }
 
     /// Builds a block of `txs` (those of them that execute) on `parent`, whose state is
     /// `state`, without the permission check [`Chain::prepare_on`] makes first.
+    /// `before`, if given, are changes made to `state` before the block (see
+    /// [`Chain::prepare_edited`]): `state` already reads them, and they are committed with
+    /// the block's own.
     pub(super) fn prepare_over(
         &self,
         parent: &Header,
         state: &dyn StateReader,
         txs: &[RecoveredTx],
         timestamp: u64,
+        before: Option<StateDiff>,
     ) -> Result<PreparedBlock, ImportError> {
         let mut header = Header {
             parent_hash: parent.hash_slow(),
@@ -135,7 +159,10 @@ impl<'s> Chain<'s> {
                 ExecuteOn::AllThreads,
             )
         });
-        let outcome = outcome?;
+        let outcome = match before {
+            Some(before) => outcome?.after(before),
+            None => outcome?,
+        };
         let (transactions, senders) = outcome
             .included
             .iter()
