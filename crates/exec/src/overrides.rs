@@ -247,7 +247,10 @@ mod tests {
         let state = Overridden::new(&base, Some(&overrides), None).expect("valid");
         let account = state.account(a).expect("reads").expect("exists");
         assert_eq!(account.balance, U256::from(5));
-        assert_eq!(state.code(account.code_hash).expect("reads"), Some(code.clone()));
+        assert_eq!(
+            state.code(account.code_hash).expect("reads"),
+            Some(code.clone())
+        );
         assert_eq!(state.storage(a, slot.into()).expect("reads"), U256::from(9));
         assert_eq!(state.account(b).expect("reads").expect("exists").nonce, 3);
         assert_eq!(state.storage(b, U256::from(1)).expect("reads"), U256::ZERO);

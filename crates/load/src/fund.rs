@@ -8,7 +8,6 @@
 use std::time::{Duration, Instant};
 
 use alloy_eips::BlockNumberOrTag;
-use alloy_primitives::TxKind;
 use stave_primitives::{Address, B256, U256};
 use stave_sdk::{
     GasLimits, LocalSigner, RpcClient, SdkError, TxBuilder, TxFormat, Workload,
@@ -229,22 +228,12 @@ impl Funding<'_> {
                 Some(token) if i >= accounts => {
                     let sender = i - accounts;
                     let tokens = U256::from(txs_of(sender, accounts, txs)) * margin;
-                    let input = erc20_transfer_calldata(senders[sender].address(), tokens);
-                    builder.build(
-                        nonce,
-                        gas.erc20_transfer,
-                        TxKind::Call(token),
-                        U256::ZERO,
-                        input,
-                    )
+                    let to = senders[sender].address();
+                    builder.erc20_transfer_with_gas(nonce, gas.erc20_transfer, token, to, tokens)
                 }
-                _ => builder.build(
-                    nonce,
-                    gas.transfer,
-                    TxKind::Call(senders[i].address()),
-                    amounts[i],
-                    Default::default(),
-                ),
+                _ => {
+                    builder.transfer_with_gas(nonce, gas.transfer, senders[i].address(), amounts[i])
+                }
             }
         });
         send_all(client, &raws).await?;

@@ -139,12 +139,7 @@ impl DebugApiServer for Rpc {
     ) -> RpcResult<GethTrace> {
         let tracer = geth(options);
         Ok(self
-            .evm(move |rpc, deadline| {
-                let (number, index) = rpc.included(hash)?;
-                let traced = rpc.trace_stored(number, |_| index..index + 1, &tracer, deadline)?;
-                let trace = traced.and_then(|(_, mut traces)| traces.pop());
-                geth_trace(trace.ok_or_else(|| RpcError::Internal("not traced".into()))?)
-            })
+            .evm(move |rpc, deadline| geth_trace(rpc.trace_included(hash, &tracer, deadline)?))
             .await?)
     }
 

@@ -144,6 +144,21 @@ impl Rpc {
         }
     }
 
+    /// The included transaction `hash` traced with `tracer` on the state the block's
+    /// transactions before it left.
+    pub(crate) fn trace_included(
+        &self,
+        hash: B256,
+        tracer: &Tracer,
+        deadline: std::time::Instant,
+    ) -> Outcome<TxTrace> {
+        let (number, index) = self.included(hash)?;
+        let traced = self.trace_stored(number, |_| index..index + 1, tracer, deadline)?;
+        traced
+            .and_then(|(_, mut traces)| traces.pop())
+            .ok_or_else(|| RpcError::InvalidParams(format!("transaction {hash} not found")))
+    }
+
     /// The block number and position of an included transaction.
     pub(crate) fn included(&self, hash: B256) -> Outcome<(u64, usize)> {
         self.tx_location(hash)?
@@ -235,12 +250,7 @@ impl TraceApiServer for Rpc {
     ) -> RpcResult<TraceResults> {
         let tracer = Tracer::Replay(types);
         Ok(self
-            .evm(move |rpc, deadline| {
-                let (number, index) = rpc.included(hash)?;
-                let traced = rpc.trace_stored(number, |_| index..index + 1, &tracer, deadline)?;
-                let trace = traced.and_then(|(_, mut traces)| traces.pop());
-                replayed(trace.ok_or_else(|| RpcError::Internal("not traced".into()))?)
-            })
+            .evm(move |rpc, deadline| replayed(rpc.trace_included(hash, &tracer, deadline)?))
             .await?)
     }
 

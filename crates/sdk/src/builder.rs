@@ -139,7 +139,18 @@ impl TxBuilder {
 
     /// Sends `value` wei to `to`.
     pub fn transfer(&self, nonce: u64, to: Address, value: U256) -> TypedTransaction {
-        self.build(nonce, TRANSFER_GAS, TxKind::Call(to), value, Bytes::new())
+        self.transfer_with_gas(nonce, TRANSFER_GAS, to, value)
+    }
+
+    /// [`TxBuilder::transfer`] with the gas limit `gas_limit` (another node's schedule).
+    pub fn transfer_with_gas(
+        &self,
+        nonce: u64,
+        gas_limit: u64,
+        to: Address,
+        value: U256,
+    ) -> TypedTransaction {
+        self.build(nonce, gas_limit, TxKind::Call(to), value, Bytes::new())
     }
 
     /// Calls `transfer(to, amount)` on the ERC-20 contract `token`.
@@ -150,9 +161,22 @@ impl TxBuilder {
         to: Address,
         amount: U256,
     ) -> TypedTransaction {
+        self.erc20_transfer_with_gas(nonce, ERC20_TRANSFER_GAS, token, to, amount)
+    }
+
+    /// [`TxBuilder::erc20_transfer`] with the gas limit `gas_limit` (another node's
+    /// schedule).
+    pub fn erc20_transfer_with_gas(
+        &self,
+        nonce: u64,
+        gas_limit: u64,
+        token: Address,
+        to: Address,
+        amount: U256,
+    ) -> TypedTransaction {
         self.build(
             nonce,
-            ERC20_TRANSFER_GAS,
+            gas_limit,
             TxKind::Call(token),
             U256::ZERO,
             erc20_transfer_calldata(to, amount),

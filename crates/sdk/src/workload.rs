@@ -3,14 +3,14 @@
 
 use alloy_consensus::TypedTransaction;
 use alloy_genesis::GenesisAccount;
-use alloy_primitives::{Address, B256, Bytes, TxKind, U256};
+use alloy_primitives::{Address, B256, U256};
 use rayon::prelude::*;
 use stave_primitives::{ChainSpec, SignedTx, dev::dev_account};
 
 use serde::Serialize;
 
 use crate::{
-    builder::{ERC20_TRANSFER_GAS, TRANSFER_GAS, TxBuilder, erc20_transfer_calldata},
+    builder::{ERC20_TRANSFER_GAS, TRANSFER_GAS, TxBuilder},
     contracts::{stave_token_balance_slot, stave_token_initcode, stave_token_runtime},
     error::SdkError,
     signer::{LocalSigner, RawTx},
@@ -158,16 +158,14 @@ impl Workload {
     ) -> TypedTransaction {
         let one = U256::from(1);
         let Targets { token, hot } = *targets;
-        let pay =
-            |to: Address| builder.build(nonce, gas.transfer, TxKind::Call(to), one, Bytes::new());
+        let pay = |to: Address| builder.transfer_with_gas(nonce, gas.transfer, to, one);
         let send_tokens = |amount: U256| {
-            let input = erc20_transfer_calldata(recipient(index), amount);
-            builder.build(
+            builder.erc20_transfer_with_gas(
                 nonce,
                 gas.erc20_transfer,
-                TxKind::Call(token),
-                U256::ZERO,
-                input,
+                token,
+                recipient(index),
+                amount,
             )
         };
         match self {
