@@ -129,9 +129,11 @@ async fn send_all(client: &RpcClient, raws: &[stave_sdk::RawTx]) -> Result<(), L
     wait_for_receipts(client, raws.iter().map(|raw| raw.hash).collect()).await
 }
 
-/// Whether the node already has the transaction: as good as accepted.
+/// Whether the node already has the transaction: as good as accepted. go-ethereum and
+/// Stave say "already known", Anvil "transaction already imported".
 pub(crate) fn is_already_known(error: &SdkError) -> bool {
-    matches!(error, SdkError::Rpc { message, .. } if message.contains("already known"))
+    matches!(error, SdkError::Rpc { message, .. }
+        if message.contains("already known") || message.contains("already imported"))
 }
 
 impl Funding<'_> {
@@ -276,4 +278,25 @@ async fn wait_for_receipts(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(message: &str) -> SdkError {
+        SdkError::Rpc {
+            code: -32000,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn a_resent_transaction_counts_as_accepted_in_every_node_s_words() {
+        assert!(is_already_known(&refusal("already known")));
+        assert!(is_already_known(&refusal("transaction already imported")));
+        assert!(!is_already_known(&refusal(
+            "nonce too low: next nonce 3, tx nonce 0"
+        )));
+    }
 }
