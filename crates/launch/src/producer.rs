@@ -48,6 +48,8 @@ struct Controls {
     ahead: u64,
     next_timestamp: Option<u64>,
     requests: Vec<MineRequest>,
+    /// Set once the producer loop has ended: no request would be answered.
+    stopped: bool,
 }
 
 /// A dev node's block making as its JSON-RPC steers it (`stave_rpc::dev::Mining`): the
@@ -65,9 +67,7 @@ impl DevMining {
             .take()
             .unwrap_or_else(|| unix_seconds() + ahead)
     }
-}
 
-impl DevMining {
     /// Queues `request` for the producer loop and waits for its answer.
     fn request(
         &self,
@@ -77,13 +77,19 @@ impl DevMining {
         edits: Option<StateOverride>,
     ) -> Result<(), String> {
         let (done, answer) = std::sync::mpsc::channel();
-        self.0.lock().requests.push(MineRequest {
-            blocks,
-            first,
-            interval,
-            edits,
-            done,
-        });
+        {
+            let mut controls = self.0.lock();
+            if controls.stopped {
+                return Err("the node is stopping".into());
+            }
+            controls.requests.push(MineRequest {
+                blocks,
+                first,
+                interval,
+                edits,
+                done,
+            });
+        }
         answer
             .recv()
             .unwrap_or_else(|_| Err("the node is stopping".into()))
@@ -115,6 +121,21 @@ impl stave_rpc::dev::Mining for DevMining {
 
     fn set_next_timestamp(&self, timestamp: u64) {
         self.0.lock().next_timestamp = Some(timestamp);
+    }
+}
+
+/// Marks a dev node's controls stopped when the producer loop ends, however it ends, and
+/// drops the requests it will not answer: their callers then hear that the node is
+/// stopping instead of waiting for ever.
+struct Stopping<'a>(Option<&'a DevMining>);
+
+impl Drop for Stopping<'_> {
+    fn drop(&mut self) {
+        if let Some(dev) = self.0 {
+            let mut controls = dev.0.lock();
+            controls.stopped = true;
+            controls.requests.clear();
+        }
     }
 }
 
@@ -173,6 +194,7 @@ pub(crate) fn produce_blocks(
         block_txs,
     } = rhythm;
     let outlets = Outlets { heads, gossip };
+    let _stopping = Stopping(dev);
     let block_limit = producer.max_block_txs();
     let mut last = Instant::now();
     while !stop.load(Ordering::Relaxed) {

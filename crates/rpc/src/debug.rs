@@ -75,6 +75,11 @@ pub trait DebugApi {
     async fn raw_receipts(&self, block: BlockId) -> RpcResult<Vec<Bytes>>;
 }
 
+/// The error for a block that is not stored (or not visible yet).
+fn not_found(number: u64) -> RpcError {
+    RpcError::InvalidParams(format!("block {number} not found"))
+}
+
 /// The tracer `options` name (the struct logger when none).
 fn geth(options: Option<GethDebugTracingOptions>) -> Tracer {
     Tracer::Geth(Box::new(options.unwrap_or_default()))
@@ -91,15 +96,23 @@ fn geth_trace(trace: TxTrace) -> Outcome<GethTrace> {
 }
 
 impl Rpc {
-    /// Stored block `block` and its header's RLP; an error naming it when not stored.
-    fn raw_parts(&self, block: BlockId) -> Outcome<(StoredBlock, Vec<u8>)> {
+    /// Stored block `block`; an error naming it when not stored.
+    fn stored(&self, block: BlockId) -> Outcome<StoredBlock> {
         let number = self.number_of(Some(block))?;
-        let missing = || RpcError::InvalidParams(format!("block {number} not found"));
-        let stored = self.visible_block(number, false)?.ok_or_else(missing)?;
-        let header = read::encoded_header(self.ctx.view.store(), number)
+        self.visible_block(number, false)?
+            .ok_or_else(|| not_found(number))
+    }
+
+    /// Block `block`'s header RLP, exactly as hashed, without reading its body; only once
+    /// the head reaches it, as [`Rpc::visible_block`] shows blocks.
+    fn raw_header_of(&self, block: BlockId) -> Outcome<Vec<u8>> {
+        let number = self.number_of(Some(block))?;
+        if number > self.head()? {
+            return Err(not_found(number));
+        }
+        read::encoded_header(self.ctx.view.store(), number)
             .map_err(RpcError::internal)?
-            .ok_or_else(missing)?;
-        Ok((stored, header))
+            .ok_or_else(|| not_found(number))
     }
 
     /// Every transaction of block `block` traced with `options`, each with its hash.
@@ -113,7 +126,7 @@ impl Rpc {
         self.evm(move |rpc, deadline| {
             let (block, traces) = rpc
                 .trace_stored(number, |count| 0..count, &tracer, deadline)?
-                .ok_or_else(|| RpcError::InvalidParams(format!("block {number} not found")))?;
+                .ok_or_else(|| not_found(number))?;
             block
                 .txs
                 .iter()
@@ -181,14 +194,15 @@ impl DebugApiServer for Rpc {
 
     async fn raw_header(&self, block: BlockId) -> RpcResult<Bytes> {
         Ok(self
-            .heavy(move |rpc| Ok(Bytes::from(rpc.raw_parts(block)?.1)))
+            .heavy(move |rpc| Ok(Bytes::from(rpc.raw_header_of(block)?)))
             .await?)
     }
 
     async fn raw_block(&self, block: BlockId) -> RpcResult<Bytes> {
         Ok(self
             .heavy(move |rpc| {
-                let (stored, header) = rpc.raw_parts(block)?;
+                let stored = rpc.stored(block)?;
+                let header = rpc.raw_header_of(block)?;
                 let txs: Vec<_> = stored.txs.iter().map(|(tx, _)| tx.envelope()).collect();
                 let mut body = Vec::new();
                 alloy_rlp::encode_list::<_, alloy_consensus::TxEnvelope>(&txs, &mut body);
@@ -219,7 +233,7 @@ impl DebugApiServer for Rpc {
     async fn raw_receipts(&self, block: BlockId) -> RpcResult<Vec<Bytes>> {
         Ok(self
             .heavy(move |rpc| {
-                let (stored, _) = rpc.raw_parts(block)?;
+                let stored = rpc.stored(block)?;
                 let receipts = read::receipts(rpc.ctx.view.store(), stored.header.number)
                     .map_err(RpcError::internal)?
                     .unwrap_or_default();

@@ -162,7 +162,7 @@ impl Rpc {
         let from = request
             .from
             .ok_or_else(|| RpcError::InvalidParams("'from' is required".into()))?;
-        self.signer_of(from)?;
+        let signer = self.signer_of(from)?;
         let nonce = match request.nonce {
             Some(nonce) => nonce,
             None => {
@@ -226,7 +226,7 @@ impl Rpc {
                 })
             }
         };
-        let raw = self.signer_of(from)?.sign_raw(&tx);
+        let raw = signer.sign_raw(&tx);
         Ok(Bytes::from(raw.bytes))
     }
 
