@@ -6,8 +6,8 @@ use stave_codec::{
     decode_block, decode_transactions, encode_block, encode_transactions, max_txs_for, split_block,
 };
 use stave_primitives::{
-    SignedTx, decode_and_validate, decode_stored_diff, decode_stored_receipts, encode_stored_diff,
-    encode_stored_receipts,
+    SignedTx, decode_and_validate, decode_stored_account, decode_stored_diff,
+    decode_stored_receipts, encode_stored_account, encode_stored_diff, encode_stored_receipts,
 };
 
 /// The offset-indexed transaction list decoder.
@@ -56,6 +56,17 @@ pub fn stored_receipts(data: &[u8]) {
             encode_stored_receipts(&receipts),
             data,
             "decoding accepted non-canonical stored receipts"
+        );
+    }
+}
+
+/// A state history account: what decodes re-encodes to exactly the input.
+pub fn stored_account(data: &[u8]) {
+    if let Ok(account) = decode_stored_account(data) {
+        assert_eq!(
+            encode_stored_account(&account),
+            data,
+            "decoding accepted a non-canonical history account"
         );
     }
 }

@@ -2,7 +2,8 @@
 # Foundry's cast against a running `stave node --dev`, as a developer uses it with Anvil:
 # unlocked sends and deploys (eth_sendTransaction with the node's accounts), cast run
 # (replays a transaction locally on the node's state), access lists, call overrides,
-# message signing, the dev chain's mining and clock controls, and state edits.
+# message signing, the dev chain's mining and clock controls, state edits, snapshots,
+# impersonation, and state read at a block long past.
 # Usage: interop/cast.sh <cast binary> <rpc port> <path to StaveToken.bin>
 set -euo pipefail
 cast="$1"
@@ -19,8 +20,10 @@ python3 -c "import json,sys; a=json.loads(sys.argv[1]); assert len(a) == 10 and 
     || fail "eth_accounts: $accounts"
 
 # Unlocked sends: the node fills in nonce, gas and fees and signs.
-[ "$("$cast" send --unlocked --from "$from" "$to" --value 1ether --json | field status)" = 0x1 ] \
-    || fail "an unlocked ETH transfer failed"
+first="$("$cast" send --unlocked --from "$from" "$to" --value 1ether --json)"
+[ "$(echo "$first" | field status)" = 0x1 ] || fail "an unlocked ETH transfer failed"
+first_block="$(python3 -c 'import sys; print(int(sys.argv[1], 16))' "$(echo "$first" | field blockNumber)")"
+balance_then="$("$cast" balance --block "$first_block" "$to")"
 supply="$("$cast" abi-encode 'constructor(uint256)' 1000000)"
 token="$("$cast" send --unlocked --from "$from" --create "$token_code${supply#0x}" --json | field contractAddress)"
 transfer="$("$cast" send --unlocked --from "$from" "$token" 'transfer(address,uint256)' "$to" 5 --json)"
@@ -83,3 +86,33 @@ value=0x00000000000000000000000000000000000000000000000000000000000000ff
 [ "$("$cast" storage "$token" 5)" = "$value" ] || fail "anvil_setStorageAt"
 [ "$("$cast" call "$token" 'balanceOf(address)(uint256)' "$to")" = 5 ] || fail "an edit changed other slots"
 echo "cast: anvil_setBalance, setNonce, setCode, setStorageAt"
+
+# Snapshots and impersonation, as a Foundry script uses them against Anvil.
+snapshot="$("$cast" rpc evm_snapshot | tr -d '"')"
+head="$("$cast" block-number)"
+head_hash="$("$cast" block "$head" -f hash)"
+whale=0x00000000000000000000000000000000000cafe0
+"$cast" rpc anvil_setBalance "$whale" 0xde0b6b3a7640000 >/dev/null
+"$cast" rpc anvil_impersonateAccount "$whale" >/dev/null
+sent_from="$("$cast" send --unlocked --from "$whale" "$to" --value 1 --json | field from)"
+[ "${sent_from,,}" = "$whale" ] || fail "an impersonated send came from $sent_from"
+"$cast" rpc anvil_stopImpersonatingAccount "$whale" >/dev/null
+# cast 1.7.1 exits 0 even when the node refuses: the answer tells.
+refused="$("$cast" send --unlocked --from "$whale" "$to" --value 1 --json 2>&1 || true)"
+case "$refused" in
+*"not an account of this node"*) ;;
+*) fail "a send after the impersonation stopped: $refused" ;;
+esac
+[ "$("$cast" rpc evm_revert "$snapshot")" = true ] || fail "evm_revert"
+[ "$("$cast" block "$head" -f hash)" = "$head_hash" ] || fail "evm_revert changed block $head"
+[ "$("$cast" balance "$whale")" = 0 ] || fail "evm_revert kept the balance edit"
+[ "$("$cast" rpc evm_revert "$snapshot")" = false ] || fail "a snapshot reverted to twice"
+echo "cast: evm_snapshot, evm_revert, anvil_impersonateAccount"
+
+# State long past: the dev node keeps every block's state.
+"$cast" rpc anvil_mine 300 >/dev/null
+[ "$("$cast" balance --block "$first_block" "$to")" = "$balance_then" ] \
+    || fail "the balance at block $first_block changed"
+[ "$("$cast" balance --block "$((first_block - 1))" "$to")" != "$balance_then" ] \
+    || fail "the balance before block $first_block"
+echo "cast: state at block $first_block, 300 blocks later"

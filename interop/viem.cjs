@@ -127,6 +127,22 @@ async function main() {
   assert.equal(await test.request({ method: 'anvil_getAutomine' }), true);
   await test.setAutomine(false);
 
+  // Snapshots, state edits and impersonation, as a test suite uses them against Anvil.
+  const whale = '0x00000000000000000000000000000000000cafe0';
+  const snapshot = await test.snapshot();
+  await test.setBalance({ address: whale, value: 10n ** 18n });
+  assert.equal(await client.getBalance({ address: whale }), 10n ** 18n, 'setBalance');
+  await test.impersonateAccount({ address: whale });
+  const impersonated = viem.createWalletClient({ account: whale, chain, transport: viem.http(url) });
+  const whaleHash = await impersonated.sendTransaction({ to: bob.address, value: 7n });
+  const whaleReceipt = await client.waitForTransactionReceipt({ hash: whaleHash });
+  assert.equal(whaleReceipt.status, 'success', 'an impersonated send');
+  assert.equal(whaleReceipt.from, whale);
+  await test.stopImpersonatingAccount({ address: whale });
+  await test.revert({ id: snapshot });
+  assert.equal(await client.getBalance({ address: whale }), 0n, 'revert');
+  assert.equal(await client.getTransactionReceipt({ hash: whaleHash }).catch(() => null), null, 'a reverted receipt');
+
   // Errors clients expect.
   await assert.rejects(wallet.sendTransaction({ to: bob.address, value: 1n, nonce: 0 }), (e) => /nonce too low|nonce.*lower/i.test(e.message));
   const nonce = await client.getTransactionCount({ address: alice.address, blockTag: 'pending' });

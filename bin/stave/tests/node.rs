@@ -141,13 +141,16 @@ fn the_node_runs_without_transparent_huge_pages() {
 }
 
 #[test]
-fn sigkill_loses_no_block_rpc_reported() {
+fn sigkill_loses_no_block_rpc_reported_nor_any_block_state() {
     let dir = tempfile::tempdir().expect("tempdir");
     let datadir = dir.path().join("chain");
     let alice = LocalSigner::from_secret(&ALICE_KEY.parse::<B256>().expect("hex")).expect("key");
     let builder = TxBuilder::new(1337, 4_000_000_000);
     let mut nonce = 0;
     let mut reported: Vec<(u64, Value)> = Vec::new();
+    // The receiver's balance at blocks the state layers have long left: the dev node
+    // keeps every block's state, across crashes too.
+    let mut balances: Vec<(u64, Value)> = Vec::new();
     let mut sent: Vec<Value> = Vec::new();
     let mut included: Vec<Value> = Vec::new();
     for round in 0..5 {
@@ -172,8 +175,15 @@ fn sigkill_loses_no_block_rpc_reported() {
                 "round {round}: {hash}"
             );
         }
-        let expected_balance = U256::from(nonce);
         let receiver = Address::repeat_byte(0x77);
+        for (number, balance) in &balances {
+            assert_eq!(
+                &node.result("eth_getBalance", json!([receiver, format!("{number:#x}")])),
+                balance,
+                "round {round}: the balance at block {number}"
+            );
+        }
+        let expected_balance = U256::from(nonce);
         let balance = node.result("eth_getBalance", json!([receiver, "latest"]));
         assert_eq!(
             balance,
@@ -196,6 +206,14 @@ fn sigkill_loses_no_block_rpc_reported() {
             assert!(Instant::now() < deadline, "txs were not included");
             std::thread::sleep(Duration::from_millis(20));
         }
+        let head = node.head();
+        balances.push((
+            head,
+            node.result("eth_getBalance", json!([receiver, format!("{head:#x}")])),
+        ));
+        // Empty blocks, so the oldest layers are flushed and their state read from the
+        // history on disk.
+        node.result("anvil_mine", json!(["0x50"]));
         let head = node.head();
         for number in reported.len() as u64..=head {
             let block = node.result(
@@ -227,6 +245,22 @@ fn sigkill_loses_no_block_rpc_reported() {
     assert_eq!(
         stave_storage::read::flushed_height(&store).expect("reads"),
         Some(head)
+    );
+    drop(store);
+    // Started keeping no history, the node drops it: the old blocks' state is gone.
+    let (mut command, port, metrics_port) = Node::dev_command(&datadir);
+    command.args(["--history", "recent"]);
+    let node = Node::launch(command, port, metrics_port);
+    let (old, _) = &balances[0];
+    let refused = node.call(
+        "eth_getBalance",
+        json!([Address::repeat_byte(0x77), format!("{old:#x}")]),
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("state not available")),
+        "{refused}"
     );
 }
 

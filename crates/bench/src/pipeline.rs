@@ -212,7 +212,7 @@ fn import(
         executor.clone(),
         parallelism,
         cache,
-        stave_state::DEFAULT_CLEAN_CACHE_ENTRIES,
+        stave_state::StateOptions::default(),
     )?;
     let mut times = StageTimes::default();
     let mut repeated = None;

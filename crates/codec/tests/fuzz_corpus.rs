@@ -40,6 +40,11 @@ fn stored_receipts_corpus_holds() {
 }
 
 #[test]
+fn stored_account_corpus_holds() {
+    assert!(replay("stored_account", checks::stored_account) > 0);
+}
+
+#[test]
 fn stored_diff_corpus_holds() {
     assert!(replay("stored_diff", checks::stored_diff) > 0);
 }

@@ -56,3 +56,5 @@ pub use config::{
 };
 pub use error::LaunchError;
 pub use node::{Exit, RunningNode, Stopped};
+/// Which past blocks' state a node serves (`NodeConfig::history`).
+pub use stave_state::History;

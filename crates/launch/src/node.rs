@@ -180,7 +180,10 @@ impl RunningNode {
             executor,
             Parallelism::Parallel,
             Some(cache.clone()),
-            config.state_cache_entries,
+            stave_state::StateOptions {
+                cache_entries: config.state_cache_entries,
+                history: config.history,
+            },
         )
         .map_err(LaunchError::import(
             "opening the chain (is the data dir from another genesis?)",
@@ -416,6 +419,7 @@ impl Parts {
                         LaunchError::Config(format!("a dev account's key: {error}"))
                     })?,
                 mining: mining.clone(),
+                impersonation: Default::default(),
             }),
             None => None,
         };

@@ -29,15 +29,41 @@ pub(crate) struct Rhythm {
     pub block_txs: usize,
 }
 
-/// A request for blocks from JSON-RPC (`evm_mine`, `anvil_mine`) and where its answer
-/// goes.
-struct MineRequest {
-    blocks: u64,
-    first: Option<u64>,
-    interval: u64,
-    /// State edits the first block commits (`anvil_setBalance` and the like).
-    edits: Option<StateOverride>,
-    done: std::sync::mpsc::Sender<Result<(), String>>,
+/// What a dev node's JSON-RPC asks of the producer loop.
+enum Work {
+    /// Blocks (`evm_mine`, `anvil_mine`): `blocks` of them from `first` on, `interval`
+    /// seconds apart, the first committing `edits` (`anvil_setBalance` and the like).
+    Mine {
+        blocks: u64,
+        first: Option<u64>,
+        interval: u64,
+        edits: Option<StateOverride>,
+    },
+    /// Keep the head's state to come back to (`evm_snapshot`).
+    Snapshot,
+    /// Go back to a snapshot (`evm_revert`).
+    Revert(u64),
+}
+
+/// The producer loop's answer to [`Work`].
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Mined,
+    Snapshot(u64),
+    Reverted(bool),
+}
+
+/// [`Work`] and where its answer goes.
+struct Request {
+    work: Work,
+    done: std::sync::mpsc::Sender<Result<Answer, String>>,
+}
+
+/// A point `evm_revert` can go back to: a block, and the block clock's lead then.
+#[derive(Debug, Clone, Copy)]
+struct SnapshotPoint {
+    number: u64,
+    ahead: u64,
 }
 
 /// What a dev node's JSON-RPC asked of its producer loop.
@@ -47,7 +73,12 @@ struct Controls {
     /// Seconds the block clock runs ahead of the wall clock.
     ahead: u64,
     next_timestamp: Option<u64>,
-    requests: Vec<MineRequest>,
+    requests: Vec<Request>,
+    /// Snapshots by id; each pins its block's state in the layers until it is reverted
+    /// to or dropped by a revert to an earlier one (as Anvil and Hardhat do).
+    snapshots: std::collections::BTreeMap<u64, SnapshotPoint>,
+    /// The id the next snapshot gets (Anvil's first is 0).
+    next_snapshot: u64,
     /// Set once the producer loop has ended: no request would be answered.
     stopped: bool,
 }
@@ -68,41 +99,125 @@ impl DevMining {
             .unwrap_or_else(|| unix_seconds() + ahead)
     }
 
-    /// Queues `request` for the producer loop and waits for its answer.
-    fn request(
-        &self,
-        blocks: u64,
-        first: Option<u64>,
-        interval: u64,
-        edits: Option<StateOverride>,
-    ) -> Result<(), String> {
+    /// Queues `work` for the producer loop and waits for its answer.
+    fn request(&self, work: Work) -> Result<Answer, String> {
         let (done, answer) = std::sync::mpsc::channel();
         {
             let mut controls = self.0.lock();
             if controls.stopped {
                 return Err("the node is stopping".into());
             }
-            controls.requests.push(MineRequest {
-                blocks,
-                first,
-                interval,
-                edits,
-                done,
-            });
+            controls.requests.push(Request { work, done });
         }
         answer
             .recv()
             .unwrap_or_else(|_| Err("the node is stopping".into()))
     }
+
+    /// Does `work` on the producer loop's thread.
+    fn serve(
+        &self,
+        work: Work,
+        producer: &mut BlockProducer<'static>,
+        outlets: &Outlets<'_>,
+    ) -> Result<Answer, LaunchError> {
+        match work {
+            Work::Mine {
+                blocks,
+                first,
+                interval,
+                edits,
+            } => {
+                let first = first.unwrap_or_else(|| self.next_timestamp());
+                for k in 0..blocks {
+                    let edits = edits.as_ref().filter(|_| k == 0);
+                    outlets.produce(producer, first.saturating_add(k * interval), edits)?;
+                }
+                Ok(Answer::Mined)
+            }
+            Work::Snapshot => self.snapshot(producer).map(Answer::Snapshot),
+            Work::Revert(id) => self.revert(producer, id).map(Answer::Reverted),
+        }
+    }
+
+    /// Pins the head's state and records it as a new snapshot; returns its id.
+    fn snapshot(&self, producer: &BlockProducer<'static>) -> Result<u64, LaunchError> {
+        let number = producer
+            .pin_head()
+            .map_err(LaunchError::import("keeping a snapshot's state"))?;
+        let mut controls = self.0.lock();
+        let id = controls.next_snapshot;
+        controls.next_snapshot += 1;
+        let ahead = controls.ahead;
+        controls
+            .snapshots
+            .insert(id, SnapshotPoint { number, ahead });
+        Ok(id)
+    }
+
+    /// Takes the chain back to snapshot `id`, dropping it and every later one; false if
+    /// there is no such snapshot.
+    fn revert(&self, producer: &mut BlockProducer<'static>, id: u64) -> Result<bool, LaunchError> {
+        let dropped = {
+            let mut controls = self.0.lock();
+            if !controls.snapshots.contains_key(&id) {
+                return Ok(false);
+            }
+            let dropped = controls.snapshots.split_off(&id);
+            controls.ahead = dropped[&id].ahead;
+            controls.next_timestamp = None;
+            dropped
+        };
+        let target = dropped[&id].number;
+        let removed = producer
+            .unwind_to(target)
+            .map_err(LaunchError::import("going back to a snapshot"))?;
+        for point in dropped.values() {
+            producer.unpin(point.number);
+        }
+        tracing::info!(
+            snapshot = id,
+            number = target,
+            removed,
+            "reverted to a snapshot"
+        );
+        Ok(true)
+    }
 }
 
 impl stave_rpc::dev::Mining for DevMining {
     fn mine(&self, blocks: u64, first: Option<u64>, interval: u64) -> Result<(), String> {
-        self.request(blocks, first, interval, None)
+        self.request(Work::Mine {
+            blocks,
+            first,
+            interval,
+            edits: None,
+        })
+        .map(drop)
     }
 
     fn edit(&self, edits: StateOverride) -> Result<(), String> {
-        self.request(1, None, 1, Some(edits))
+        self.request(Work::Mine {
+            blocks: 1,
+            first: None,
+            interval: 1,
+            edits: Some(edits),
+        })
+        .map(drop)
+    }
+
+    fn snapshot(&self) -> Result<u64, String> {
+        match self.request(Work::Snapshot)? {
+            Answer::Snapshot(id) => Ok(id),
+            _ => Err("the producer answered another request".into()),
+        }
+    }
+
+    fn revert(&self, id: u64) -> Result<bool, String> {
+        match self.request(Work::Revert(id))? {
+            Answer::Reverted(found) => Ok(found),
+            _ => Err("the producer answered another request".into()),
+        }
     }
 
     fn set_automine(&self, on: bool) {
@@ -205,24 +320,13 @@ pub(crate) fn produce_blocks(
             }
             None => (Vec::new(), false),
         };
-        for request in requests {
-            let mut result = Ok(());
-            let first = request
-                .first
-                .unwrap_or_else(|| dev.map_or_else(unix_seconds, DevMining::next_timestamp));
-            for k in 0..request.blocks {
-                let edits = request.edits.as_ref().filter(|_| k == 0);
-                let timestamp = first.saturating_add(k * request.interval);
-                result = outlets.produce(&mut producer, timestamp, edits);
-                if result.is_err() {
-                    break;
-                }
+        if let Some(dev) = dev {
+            for Request { work, done } in requests {
+                let result = dev.serve(work, &mut producer, &outlets);
+                let _ = done.send(result.as_ref().copied().map_err(ToString::to_string));
+                result?;
+                last = Instant::now();
             }
-            let _ = request
-                .done
-                .send(result.as_ref().map(drop).map_err(ToString::to_string));
-            result?;
-            last = Instant::now();
         }
         // Automine: a block per transaction as it comes, none while the pool is empty.
         let due = match automine {

@@ -237,6 +237,29 @@ impl<'s> BlockProducer<'s> {
             .validate_on(ancestors, incoming, latest_timestamp)
     }
 
+    /// Pins the head's state in the layers (see [`stave_state::StateLayers::pin`]), so
+    /// the chain can come back to it; returns the head's number.
+    pub fn pin_head(&self) -> Result<u64, ImportError> {
+        let layers = self.chain.layers();
+        let head = layers.head();
+        layers.pin(head)?;
+        Ok(head)
+    }
+
+    /// Releases a pin [`BlockProducer::pin_head`] took of block `number`.
+    pub fn unpin(&self, number: u64) {
+        self.chain.layers().unpin(number);
+    }
+
+    /// Takes the chain back to block `number`, which must be pinned in the state layers
+    /// (a dev chain's `evm_revert`), and empties the pool: its transactions were admitted
+    /// against state that is gone. Returns how many blocks went.
+    pub fn unwind_to(&mut self, number: u64) -> Result<u64, ImportError> {
+        let removed = self.chain.unwind_to(number)?;
+        self.pool.clear(stave_txpool::DropReason::Reverted);
+        Ok(removed)
+    }
+
     /// Stops producing: writes the state the layers hold to disk, so that the next start
     /// re-executes no block.
     pub fn close(self) -> Result<(), ImportError> {

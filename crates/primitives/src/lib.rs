@@ -41,7 +41,10 @@ pub use state::{
     SortedMap, StateDiff, receipts_and_state_roots, state_root,
 };
 pub use state_reader::{MemoryState, StateError, StateReader};
-pub use stored_diff::{StoredDiffError, decode_stored_diff, encode_stored_diff};
+pub use stored_diff::{
+    StoredDiffError, decode_stored_account, decode_stored_diff, encode_stored_account,
+    encode_stored_diff,
+};
 pub use transaction::{
     IntrinsicGas, MAX_INITCODE_SIZE, MAX_TX_SIZE, RecoveredTx, SignedTx, TxSummary,
     decode_and_validate,

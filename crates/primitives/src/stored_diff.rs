@@ -12,6 +12,10 @@
 //! code    := u32 length ‖ bytes                                 (its hash is computed)
 //! ```
 //!
+//! The state history stores an account's earlier value as the `account` rule's fields
+//! alone, `uint nonce, uint balance, [code_hash(32)]`, the code hash present only if it is
+//! not the empty code's ([`encode_stored_account`]).
+//!
 //! Accounts, slots and codes come in ascending order and every length is minimal, so
 //! each diff has exactly one encoding: [`decode_stored_diff`] refuses any other bytes.
 
@@ -44,12 +48,8 @@ pub fn encode_stored_diff(diff: &StateDiff) -> Vec<u8> {
             }
         }) | if change.storage_cleared { CLEARED } else { 0 };
         out.push(flags);
-        if let Some(info) = change.info {
-            put_uint(&mut out, &info.nonce.to_be_bytes());
-            put_uint(&mut out, &info.balance.to_be_bytes::<32>());
-            if flags & EMPTY_CODE == 0 {
-                out.extend_from_slice(info.code_hash.as_slice());
-            }
+        if let Some(info) = &change.info {
+            put_account(&mut out, info);
         }
         put_count(&mut out, change.storage.len());
         for (slot, value) in &change.storage {
@@ -142,6 +142,51 @@ pub fn decode_stored_diff(bytes: &[u8]) -> Result<StateDiff, StoredDiffError> {
     Ok(StateDiff {
         accounts: accounts.into_iter().collect(),
         codes,
+    })
+}
+
+/// Appends an account as both formats hold one: its nonce and balance as `uint`s, then
+/// its code hash unless it is the empty code's.
+fn put_account(out: &mut Vec<u8>, account: &AccountState) {
+    put_uint(out, &account.nonce.to_be_bytes());
+    put_uint(out, &account.balance.to_be_bytes::<32>());
+    if account.code_hash != KECCAK256_EMPTY {
+        out.extend_from_slice(account.code_hash.as_slice());
+    }
+}
+
+/// Encodes an account as the state history stores its value before a block changed it:
+/// [`put_account`]'s bytes alone (an absent account is stored as no bytes at all).
+pub fn encode_stored_account(account: &AccountState) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40);
+    put_account(&mut out, account);
+    out
+}
+
+/// The account [`encode_stored_account`] wrote; an error for any other bytes.
+pub fn decode_stored_account(bytes: &[u8]) -> Result<AccountState, StoredDiffError> {
+    let mut input = Input(bytes);
+    let nonce = u64::from_be_bytes(input.uint::<8>()?);
+    let balance = U256::from_be_bytes(input.uint::<32>()?);
+    let code_hash = match input.0.len() {
+        0 => KECCAK256_EMPTY,
+        32 => {
+            let hash = B256::from(input.array::<32>()?);
+            if hash == KECCAK256_EMPTY {
+                return Err(StoredDiffError("the empty code hash written out"));
+            }
+            hash
+        }
+        _ => {
+            return Err(StoredDiffError(
+                "an account's code hash is 32 bytes or none",
+            ));
+        }
+    };
+    Ok(AccountState {
+        nonce,
+        balance,
+        code_hash,
     })
 }
 
@@ -298,6 +343,33 @@ mod tests {
             decode_stored_diff(&twice),
             Err(StoredDiffError("accounts out of order"))
         );
+    }
+
+    #[test]
+    fn a_history_account_reads_back_as_written_and_damage_is_refused() {
+        for account in [
+            AccountState::EMPTY,
+            AccountState {
+                nonce: u64::MAX,
+                balance: U256::MAX,
+                code_hash: keccak256([1]),
+            },
+        ] {
+            let bytes = encode_stored_account(&account);
+            assert_eq!(decode_stored_account(&bytes), Ok(account));
+            for length in 0..bytes.len() {
+                // Without its code hash, a contract's bytes are another account's.
+                if bytes.len().checked_sub(32) != Some(length) {
+                    assert!(decode_stored_account(&bytes[..length]).is_err(), "{length}");
+                }
+            }
+        }
+        let empty_written_out = [&[0u8, 0][..], KECCAK256_EMPTY.as_slice()].concat();
+        assert_eq!(
+            decode_stored_account(&empty_written_out),
+            Err(StoredDiffError("the empty code hash written out"))
+        );
+        assert!(decode_stored_account(&[0, 0, 1]).is_err());
     }
 
     /// Diffs over the whole range of every field: full-width and zero integers, any code.

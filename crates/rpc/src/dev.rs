@@ -4,13 +4,23 @@
 //! `anvil_mine`/`hardhat_mine`), per transaction (`evm_setAutomine`) and at the times
 //! asked for (`evm_increaseTime`, `evm_setNextBlockTimestamp`), and accounts change when
 //! told to (`anvil_setBalance`, `setNonce`, `setCode`, `setStorageAt`, each committed with
-//! a block made at once). A production node serves none of them.
+//! a block made at once); the chain goes back to a snapshot (`evm_snapshot`,
+//! `evm_revert`), and accounts whose keys the node lacks send when impersonated
+//! (`anvil_impersonateAccount`). A production node serves none of them.
 
-use std::sync::Arc;
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
 
 use alloy_consensus::{TxEip1559, TxEip2930, TxLegacy, TypedTransaction};
 use alloy_dyn_abi::eip712::TypedData;
-use alloy_primitives::{Address, B256, Bytes, TxKind, U64, U256, eip191_hash_message};
+use alloy_primitives::{
+    Address, B256, Bytes, Signature, TxKind, U64, U256, eip191_hash_message, keccak256,
+};
 use alloy_rpc_types_eth::{
     TransactionRequest,
     state::{AccountOverride, StateOverride},
@@ -47,6 +57,11 @@ pub trait Mining: Send + Sync {
     /// Makes `edits` to the state and a block that commits them (with whatever the pool
     /// holds); returns once it is committed.
     fn edit(&self, edits: StateOverride) -> Result<(), String>;
+    /// Keeps the head's state to come back to; returns the snapshot's id.
+    fn snapshot(&self) -> Result<u64, String>;
+    /// Takes the chain back to snapshot `id` (dropping it and every later snapshot, and
+    /// the pool's transactions); false if there is no such snapshot.
+    fn revert(&self, id: u64) -> Result<bool, String>;
 }
 
 /// What a dev node gives its JSON-RPC besides the chain: its funded accounts' keys, and
@@ -57,6 +72,34 @@ pub struct DevChain {
     pub signers: Vec<LocalSigner>,
     /// The producer's controls.
     pub mining: Arc<dyn Mining>,
+    /// The accounts `eth_sendTransaction` sends for without their keys.
+    pub impersonation: Arc<Impersonation>,
+}
+
+/// The accounts a dev node sends transactions for without their keys
+/// (`anvil_impersonateAccount`, or all of them with `anvil_autoImpersonateAccount`).
+#[derive(Debug, Default)]
+pub struct Impersonation {
+    accounts: parking_lot::Mutex<HashSet<Address>>,
+    everyone: AtomicBool,
+}
+
+impl Impersonation {
+    /// Whether `address`'s transactions are sent without its key.
+    pub fn covers(&self, address: Address) -> bool {
+        self.everyone.load(Ordering::Relaxed) || self.accounts.lock().contains(&address)
+    }
+}
+
+/// The signature an impersonated account's transactions carry. No key made it; `r` is
+/// derived from the sender, so two senders' otherwise equal transactions differ in hash,
+/// and its first byte is zero, so it is below the curve order, as `s` = 1 is below half
+/// of it: the stateless checks pass. Nothing recovers it: the pool takes the sender as
+/// given ([`stave_txpool::TxPool::add_impersonated`]).
+fn placeholder_signature(sender: Address) -> Signature {
+    let mut r = keccak256(sender).0;
+    r[0] = 0;
+    Signature::new(U256::from_be_bytes(r), U256::from(1), false)
 }
 
 impl std::fmt::Debug for DevChain {
@@ -132,6 +175,25 @@ pub trait DevApi {
     /// Sets one storage slot of an account.
     #[method(name = "anvil_setStorageAt", aliases = ["hardhat_setStorageAt"])]
     async fn set_storage_at(&self, address: Address, slot: U256, value: B256) -> RpcResult<bool>;
+    /// Keeps the head's state to come back to; returns the snapshot's id.
+    #[method(name = "evm_snapshot", aliases = ["anvil_snapshot"])]
+    async fn snapshot(&self) -> RpcResult<U256>;
+    /// Takes the chain back to a snapshot, dropping it and every later one; false if
+    /// there is no such snapshot.
+    #[method(name = "evm_revert", aliases = ["anvil_revert"])]
+    async fn revert(&self, id: U256) -> RpcResult<bool>;
+    /// Lets `eth_sendTransaction` send for `address` without its key.
+    #[method(name = "anvil_impersonateAccount", aliases = ["hardhat_impersonateAccount"])]
+    fn impersonate(&self, address: Address) -> RpcResult<()>;
+    /// Ends `anvil_impersonateAccount` for `address`.
+    #[method(
+        name = "anvil_stopImpersonatingAccount",
+        aliases = ["hardhat_stopImpersonatingAccount"]
+    )]
+    fn stop_impersonating(&self, address: Address) -> RpcResult<()>;
+    /// Impersonates every account (`true`) or only those named (`false`).
+    #[method(name = "anvil_autoImpersonateAccount")]
+    fn auto_impersonate(&self, on: bool) -> RpcResult<()>;
 }
 
 impl Rpc {
@@ -159,10 +221,19 @@ impl Rpc {
 
     /// `request` complete and signed by the node's account `from`, in its EIP-2718 form.
     async fn signed(&self, request: TransactionRequest) -> Outcome<Bytes> {
-        let from = request
-            .from
-            .ok_or_else(|| RpcError::InvalidParams("'from' is required".into()))?;
+        let from = sender(&request)?;
         let signer = self.signer_of(from)?;
+        let tx = self.completed(from, request).await?;
+        Ok(Bytes::from(signer.sign_raw(&tx).bytes))
+    }
+
+    /// `request` sent by `from`, completed with what it lacks: the pending nonce, an
+    /// estimated gas limit, fees, the chain id.
+    async fn completed(
+        &self,
+        from: Address,
+        request: TransactionRequest,
+    ) -> Outcome<TypedTransaction> {
         let nonce = match request.nonce {
             Some(nonce) => nonce,
             None => {
@@ -226,8 +297,24 @@ impl Rpc {
                 })
             }
         };
-        let raw = signer.sign_raw(&tx);
-        Ok(Bytes::from(raw.bytes))
+        Ok(tx)
+    }
+
+    /// Sends `request` for the impersonated account `from`, with a placeholder signature.
+    async fn send_impersonated(&self, from: Address, request: TransactionRequest) -> Outcome<B256> {
+        let tx = self.completed(from, request).await?;
+        let signature = placeholder_signature(from);
+        let hash = tx.tx_hash(&signature);
+        let tx = stave_primitives::SignedTx::from_envelope(
+            alloy_consensus::Signed::new_unchecked(tx, signature, hash).into(),
+        );
+        let pool = &self.ctx.pool;
+        self.ctx
+            .view
+            .with_state(None, |state, header| {
+                pool.add_impersonated(tx, from, state, header.base_fee_per_gas)
+            })?
+            .map_err(RpcError::from)
     }
 
     /// `data` signed by the node's account `address` as an EIP-191 personal message:
@@ -263,6 +350,13 @@ impl Rpc {
     }
 }
 
+/// The `from` of a transaction request, which the dev methods need.
+fn sender(request: &TransactionRequest) -> Outcome<Address> {
+    request
+        .from
+        .ok_or_else(|| RpcError::InvalidParams("'from' is required".into()))
+}
+
 /// Most blocks one request may make: a typo must not stop the node for minutes.
 const MAX_MINED: u64 = 10_000;
 
@@ -279,6 +373,10 @@ fn mined(blocks: u64) -> Outcome<u64> {
 #[async_trait]
 impl DevApiServer for Rpc {
     async fn send_transaction(&self, request: TransactionRequest) -> RpcResult<B256> {
+        let from = sender(&request)?;
+        if self.signer_of(from).is_err() && self.dev()?.impersonation.covers(from) {
+            return Ok(self.send_impersonated(from, request).await?);
+        }
         let raw = self.signed(request).await?;
         self.send_raw_transaction(raw)
     }
@@ -382,5 +480,43 @@ impl DevApiServer for Rpc {
         };
         self.edit(address, change).await?;
         Ok(true)
+    }
+
+    async fn snapshot(&self) -> RpcResult<U256> {
+        let mining = self.dev()?.mining.clone();
+        let id = tokio::task::spawn_blocking(move || mining.snapshot())
+            .await
+            .map_err(RpcError::internal)?
+            .map_err(RpcError::Internal)?;
+        Ok(U256::from(id))
+    }
+
+    async fn revert(&self, id: U256) -> RpcResult<bool> {
+        let mining = self.dev()?.mining.clone();
+        let Ok(id) = u64::try_from(id) else {
+            return Ok(false);
+        };
+        Ok(tokio::task::spawn_blocking(move || mining.revert(id))
+            .await
+            .map_err(RpcError::internal)?
+            .map_err(RpcError::Internal)?)
+    }
+
+    fn impersonate(&self, address: Address) -> RpcResult<()> {
+        self.dev()?.impersonation.accounts.lock().insert(address);
+        Ok(())
+    }
+
+    fn stop_impersonating(&self, address: Address) -> RpcResult<()> {
+        self.dev()?.impersonation.accounts.lock().remove(&address);
+        Ok(())
+    }
+
+    fn auto_impersonate(&self, on: bool) -> RpcResult<()> {
+        self.dev()?
+            .impersonation
+            .everyone
+            .store(on, Ordering::Relaxed);
+        Ok(())
     }
 }

@@ -20,6 +20,7 @@ use thread_local::ThreadLocal;
 use crate::{
     bloom::KeyBloom,
     error::StateLayerError,
+    history::KeptHistory,
     key::{StateKey, StateValue},
     layer::{DiffLayer, keys, merge},
     sharded::ReadMostly,
@@ -183,13 +184,15 @@ impl ColdReads {
 }
 
 /// Who is reading: execution at the head (counted per layer), a prefetcher (counted as
-/// loads), or a query at an earlier block (not counted, and kept out of the origin pool:
-/// a value below its layers may be newer in the head's).
+/// loads), a query at an earlier block the layers hold (not counted, and kept out of the
+/// origin pool: a value below its layers may be newer in the head's), or a query at a
+/// block the disk layer has passed (read from the state history).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reader {
     Execution,
     Prefetch,
     Historical,
+    Past(u64),
 }
 
 /// A block's layer, prepared but not pushed yet ([`StateLayers::prepare`]): its bloom
@@ -226,8 +229,14 @@ pub struct StateLayers<'s> {
     /// What each prefetching thread loaded and has not put in the origin pool yet.
     prefetched: ThreadLocal<Mutex<ColdReads>>,
     /// Historical reads hold it shared; a flush holds it exclusively, so the disk layer
-    /// never moves under a snapshot of a block the flush reaches.
-    gate: RwLock<()>,
+    /// never moves under a snapshot of a block the flush reaches (nor the history under a
+    /// read of a past block).
+    pub(crate) gate: RwLock<()>,
+    /// The history kept on disk of blocks the disk layer has passed, if any.
+    pub(crate) history: Option<KeptHistory>,
+    /// Blocks a flush must not pass, with how many holders pinned each: a dev chain can
+    /// then go back to any of them ([`StateLayers::unwind`]).
+    pins: Mutex<std::collections::BTreeMap<u64, usize>>,
     /// One flush at a time.
     flushing: Mutex<()>,
     pub(crate) counters: Counters,
@@ -270,6 +279,8 @@ impl<'s> StateLayers<'s> {
             cold_reads: ThreadLocal::new(),
             prefetched: ThreadLocal::new(),
             gate: RwLock::new(()),
+            history: None,
+            pins: Mutex::default(),
             flushing: Mutex::new(()),
             counters: Counters::default(),
             taken: Mutex::default(),
@@ -494,8 +505,8 @@ impl<'s> StateLayers<'s> {
         Snapshot::new(self, stack, Reader::Execution)
     }
 
-    /// Runs `query` on the state after block `number` (any block from the disk layer's to
-    /// the head); a flush waits until it returns.
+    /// Runs `query` on the state after block `number` (any block from the oldest kept,
+    /// [`StateLayers::oldest`], to the head); a flush waits until it returns.
     pub fn with_state_at<R>(
         &self,
         number: u64,
@@ -503,6 +514,71 @@ impl<'s> StateLayers<'s> {
     ) -> Result<R, StateLayerError> {
         let _gate = self.gate.read();
         let layers = self.layers.read();
+        let (flushed, newest) = (
+            self.flushed(),
+            layers
+                .last()
+                .map_or_else(|| self.flushed(), |layer| layer.number),
+        );
+        let oldest = self.oldest();
+        if number < oldest || number > newest {
+            return Err(StateLayerError::NotAvailable {
+                number,
+                oldest,
+                newest,
+            });
+        }
+        let (stack, reader) = if number < flushed {
+            (Vec::new(), Reader::Past(number))
+        } else {
+            let stack = layers
+                .iter()
+                .rev()
+                .filter(|layer| layer.number <= number)
+                .cloned()
+                .collect();
+            (stack, Reader::Historical)
+        };
+        drop(layers);
+        let snapshot = Snapshot::new(self, stack, reader);
+        Ok(query(&snapshot))
+    }
+
+    /// Keeps the state of block `number` and every later one in memory until
+    /// [`StateLayers::unpin`]: flushes stop at it, so the chain can be unwound to it.
+    /// Fails if the disk layer has passed it.
+    pub fn pin(&self, number: u64) -> Result<(), StateLayerError> {
+        let _one = self.flushing.lock();
+        let (oldest, newest) = (self.flushed(), self.head());
+        if number < oldest || number > newest {
+            return Err(StateLayerError::NotAvailable {
+                number,
+                oldest,
+                newest,
+            });
+        }
+        *self.pins.lock().entry(number).or_default() += 1;
+        Ok(())
+    }
+
+    /// Releases one [`StateLayers::pin`] of `number`.
+    pub fn unpin(&self, number: u64) {
+        let mut pins = self.pins.lock();
+        if let Some(count) = pins.get_mut(&number) {
+            *count -= 1;
+            if *count == 0 {
+                pins.remove(&number);
+            }
+        }
+    }
+
+    /// Drops the layers of the blocks after `number`, which become unknown: the caller
+    /// has removed those blocks from the store (a dev chain going back to a snapshot).
+    /// Fails, changing nothing, if the disk layer has passed `number`.
+    pub fn unwind(&self, number: u64) -> Result<(), StateLayerError> {
+        let _one = self.flushing.lock();
+        let _gate = self.gate.write();
+        let mut layers = self.layers.write();
         let (oldest, newest) = (
             self.flushed(),
             layers
@@ -516,15 +592,13 @@ impl<'s> StateLayers<'s> {
                 newest,
             });
         }
-        let stack: Vec<_> = layers
-            .iter()
-            .rev()
-            .filter(|layer| layer.number <= number)
-            .cloned()
-            .collect();
-        drop(layers);
-        let snapshot = Snapshot::new(self, stack, Reader::Historical);
-        Ok(query(&snapshot))
+        let keep = layers.len() - usize::try_from(newest - number).expect("layers fit memory");
+        // What lies below the layers (origin pool, clean cache, disk) is the disk layer's,
+        // which does not move; each remaining layer's bloom covers only those below it.
+        for layer in layers.drain(keep..) {
+            self.touched.remove(layer.number, &layer.diff);
+        }
+        Ok(())
     }
 
     /// Writes the oldest layers beyond the kept ones to disk in one transaction, once
@@ -549,12 +623,17 @@ impl<'s> StateLayers<'s> {
         parallel: bool,
     ) -> Result<Option<u64>, StateLayerError> {
         let _one = self.flushing.lock();
+        let pinned = self.pins.lock().keys().next().copied().unwrap_or(u64::MAX);
         let oldest: Vec<Arc<DiffLayer>> = {
             let layers = self.layers.read();
             if layers.len() < keep + batch {
                 return Ok(None);
             }
-            layers[..layers.len() - keep].to_vec()
+            layers[..layers.len() - keep]
+                .iter()
+                .take_while(|layer| layer.number <= pinned)
+                .cloned()
+                .collect()
         };
         let Some(height) = oldest.last().map(|layer| layer.number) else {
             return Ok(None);
@@ -564,8 +643,19 @@ impl<'s> StateLayers<'s> {
             .iter()
             .map(|layer| (layer.number, &layer.txs))
             .collect();
-        let _gate = self.gate.write();
-        commit::flush_state(self.store, &[&merged], &txs, height, parallel)?;
+        let prior = match &self.history {
+            Some(_) => Some(self.prior_values(&oldest)?),
+            None => None,
+        };
+        let gate = self.gate.write();
+        commit::flush_state(
+            self.store,
+            &[&merged],
+            &txs,
+            prior.as_ref(),
+            height,
+            parallel,
+        )?;
         // The clean cache mirrors the disk: give it the values just written, and drop every
         // slot of an account whose storage was wiped (rare: under Prague only an account
         // created in the same transaction can self-destruct; a full scan is fine).
@@ -606,6 +696,8 @@ impl<'s> StateLayers<'s> {
         // account the dropped layers changed.
         self.touched.forget_up_to(height, &merged);
         metrics::gauge!("stave_state_flushed_height").set(height as f64);
+        drop(gate);
+        self.prune_history(height)?;
         Ok(Some(height))
     }
 
@@ -682,6 +774,9 @@ impl<'s> StateLayers<'s> {
     /// read cost more: `bench pipeline` measured both the serial execute stage and the
     /// pipelined import clearly faster without it.
     pub(crate) fn below(&self, key: StateKey, reader: Reader) -> Result<StateValue, StateError> {
+        if let Reader::Past(number) = reader {
+            return self.read_past(&key, number).map_err(state_error);
+        }
         if reader == Reader::Historical {
             return match self.clean_value(&key) {
                 Some(value) => Ok(value),
@@ -717,6 +812,18 @@ impl<'s> StateLayers<'s> {
         }
         self.note_prefetched(flushed, key, value.clone());
         Ok(value)
+    }
+
+    /// The disk layer's value of `key`, from the origin pool or the clean cache when they
+    /// hold it; not counted as a read.
+    pub(crate) fn stored_value(&self, key: &StateKey) -> Result<StateValue, StorageError> {
+        if let Some(entry) = self.origin.read(key).get(key) {
+            return Ok(entry.value.clone());
+        }
+        match self.clean_value(key) {
+            Some(value) => Ok(value),
+            None => self.read_disk(key),
+        }
     }
 
     /// The clean cache's value of `key`.

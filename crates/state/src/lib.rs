@@ -14,11 +14,14 @@
 //! Blocks are durable at commit; their state changes stay in layers until
 //! [`StateLayers::flush`] writes the oldest [`FLUSH_BATCH`] beyond the kept ones in one
 //! transaction. After a restart the node re-executes the blocks after the flushed height
-//! to rebuild the layers. Each layer knows only its parent's bloom, as go-ethereum's
+//! to rebuild the layers. A node that keeps a [`History`] also has each flush record the
+//! values its blocks changed, so the state of any block in the window can be read from
+//! disk. Each layer knows only its parent's bloom, as go-ethereum's
 //! snapshot layers do.
 
 mod bloom;
 mod error;
+mod history;
 mod key;
 mod layer;
 mod layers;
@@ -27,6 +30,7 @@ mod snapshot;
 mod touched;
 
 pub use error::StateLayerError;
+pub use history::{History, StateOptions};
 pub use layer::SpeculativeLayer;
 pub use layers::{
     DEFAULT_CLEAN_CACHE_ENTRIES, FLUSH_BATCH, KEPT_LAYERS, LayerReads, PreparedLayer, StateLayers,

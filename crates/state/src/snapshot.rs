@@ -65,6 +65,9 @@ impl Snapshot<'_, '_> {
 
     /// The block this snapshot is the state after.
     pub fn number(&self) -> u64 {
+        if let Reader::Past(number) = self.reader {
+            return number;
+        }
         if let Some(top) = self.speculative.first() {
             return top.number();
         }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
 use proptest::prelude::*;
 use stave_primitives::{AccountDiff, AccountState, MemoryState, StateDiff, StateReader};
-use stave_state::{FLUSH_BATCH, KEPT_LAYERS, Snapshot, StateLayerError, StateLayers};
+use stave_state::{FLUSH_BATCH, History, KEPT_LAYERS, Snapshot, StateLayerError, StateLayers};
 use stave_storage::{LmdbStore, commit::TxPositions, read};
 
 /// A block's changes over a small key space, so blocks overwrite each other's keys.
@@ -136,6 +136,152 @@ proptest! {
             Some((blocks as u64, 1))
         );
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(6))]
+    #[test]
+    fn with_history_every_past_block_reads_as_the_plain_state(
+        diffs in proptest::collection::vec(diff_strategy(), 1..24),
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+        let mut layers = StateLayers::new(&store, 0, 64);
+        layers.keep_history(History::All).expect("starts the history");
+        let mut plain = MemoryState::default();
+        let mut history = vec![plain.clone()];
+        let blocks = KEPT_LAYERS + 3 * FLUSH_BATCH + 5;
+        for number in 1..=blocks as u64 {
+            let diff = diffs[number as usize % diffs.len()].clone();
+            plain.apply(&diff);
+            history.push(plain.clone());
+            layers.push(number, B256::with_last_byte(number as u8), diff, tx_positions(number)).expect("pushes");
+            layers.flush(true).expect("flushes");
+        }
+        let flushed = layers.flushed();
+        prop_assert!(flushed >= 3 * FLUSH_BATCH as u64);
+        prop_assert_eq!(layers.oldest(), 0);
+        for number in 0..=blocks as u64 {
+            layers
+                .with_state_at(number, |state| {
+                    assert_eq!(state.number(), number);
+                    assert_same(state, &history[number as usize], &format!("at {number}"))
+                })
+                .expect("kept");
+        }
+        // After a clean stop and a reopening, the history still serves every block.
+        layers.flush_all(true).expect("flushes");
+        drop(layers);
+        let mut reopened = StateLayers::new(&store, blocks as u64, 64);
+        reopened.keep_history(History::All).expect("keeps the stored history");
+        for number in 0..=blocks as u64 {
+            reopened
+                .with_state_at(number, |state| assert_same(state, &history[number as usize], &format!("reopened, at {number}")))
+                .expect("kept");
+        }
+        // Turned off, the history is gone: only the disk layer's block is served.
+        drop(reopened);
+        let mut recent = StateLayers::new(&store, blocks as u64, 64);
+        recent.keep_history(History::Recent).expect("drops the history");
+        prop_assert_eq!(recent.oldest(), blocks as u64);
+        let refused = recent.with_state_at(blocks as u64 - 1, |_| ());
+        prop_assert!(matches!(refused, Err(StateLayerError::NotAvailable { .. })), "{:?}", refused.err());
+        prop_assert_eq!(stave_storage::history::window(&store).expect("reads"), None);
+    }
+}
+
+#[test]
+fn a_window_of_blocks_moves_with_the_chain_and_serves_what_it_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+    let window = KEPT_LAYERS as u64 + 40;
+    let mut layers = StateLayers::new(&store, 0, 64);
+    layers
+        .keep_history(History::Blocks(window))
+        .expect("starts");
+    let who = |number: u64| (number % 5) as u8;
+    let mut balances = vec![[None; 5]];
+    for number in 1..=600u64 {
+        let mut now = *balances.last().expect("genesis");
+        now[who(number) as usize] = Some(U256::from(number));
+        balances.push(now);
+        layers
+            .push(
+                number,
+                B256::with_last_byte(number as u8),
+                change(who(number), number, number),
+                tx_positions(number),
+            )
+            .expect("pushes");
+        layers.flush(true).expect("flushes");
+    }
+    let oldest = layers.oldest();
+    assert!(
+        oldest > 600 - 2 * window && oldest <= 600 - window,
+        "oldest {oldest}"
+    );
+    for number in oldest..=600 {
+        layers
+            .with_state_at(number, |state| {
+                for account in 0..5u8 {
+                    assert_eq!(
+                        balance(state, account),
+                        balances[number as usize][account as usize],
+                        "{number} {account}"
+                    );
+                }
+            })
+            .expect("in the window");
+    }
+    assert!(matches!(
+        layers.with_state_at(oldest - 1, |_| ()),
+        Err(StateLayerError::NotAvailable { .. })
+    ));
+}
+
+#[test]
+fn a_pinned_block_is_not_flushed_and_the_chain_unwinds_to_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = LmdbStore::open(dir.path(), 64 << 20).expect("opens");
+    let layers = StateLayers::new(&store, 0, 64);
+    let push = |number: u64, value: u64| {
+        layers
+            .push(
+                number,
+                B256::with_last_byte(number as u8),
+                change(1, value, value),
+                tx_positions(number),
+            )
+            .expect("pushes");
+        layers.flush(true).expect("flushes");
+    };
+    push(1, 1);
+    push(2, 2);
+    layers.pin(2).expect("pins");
+    for number in 3..=(KEPT_LAYERS + 3 * FLUSH_BATCH) as u64 {
+        push(number, number);
+    }
+    let flushed = layers.flushed();
+    assert!(flushed <= 2, "flushed {flushed}");
+    layers.unwind(2).expect("unwinds");
+    assert_eq!(layers.head(), 2);
+    assert_eq!(balance(&layers.latest(), 1), Some(U256::from(2)));
+    // The chain goes on from block 2 with other blocks.
+    push(3, 1_000);
+    assert_eq!(balance(&layers.latest(), 1), Some(U256::from(1_000)));
+    layers.unpin(2);
+    for number in 4..=(KEPT_LAYERS + 2 * FLUSH_BATCH) as u64 {
+        push(number, number);
+    }
+    assert!(layers.flushed() > 2);
+    assert!(matches!(
+        layers.unwind(1),
+        Err(StateLayerError::NotAvailable { .. })
+    ));
+    assert!(matches!(
+        layers.pin(1),
+        Err(StateLayerError::NotAvailable { .. })
+    ));
 }
 
 #[test]

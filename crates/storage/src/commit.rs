@@ -18,6 +18,7 @@ use stave_primitives::{
 
 use crate::{
     error::StorageError,
+    history::PriorValues,
     kv::{KvStore, Table, WriteBatch},
     layout::{FLUSHED_KEY, FORMAT_KEY, HEAD_KEY, storage_key},
     read::{head, header},
@@ -186,18 +187,23 @@ fn tx_index_ops(blocks: &[(u64, &TxPositions)], parallel: bool) -> WriteBatch<'s
 
 /// Applies the state changes of consecutive blocks (oldest first), ending at block
 /// `height`, to the stored state in one transaction, with the `TxIndex` entries of the
-/// same blocks (`txs`: number and positions), drops their journaled diffs, and records
-/// `height` as flushed.
+/// same blocks (`txs`: number and positions) and, when the node keeps history, the values
+/// those blocks changed (`prior`); drops their journaled diffs, and records `height` as
+/// flushed.
 pub fn flush_state(
     store: &dyn KvStore,
     diffs: &[&StateDiff],
     txs: &[(u64, &TxPositions)],
+    prior: Option<&PriorValues>,
     height: u64,
     parallel: bool,
 ) -> Result<(), StorageError> {
     let mut batch = WriteBatch::new();
     for diff in diffs {
         batch.append(state_ops(diff, parallel));
+    }
+    if let Some(prior) = prior {
+        batch.append(prior.ops());
     }
     batch.append(tx_index_ops(txs, parallel));
     for (number, _) in txs {
@@ -313,6 +319,51 @@ pub fn commit_block(
     parallel: bool,
 ) -> Result<Committed, StorageError> {
     commit_block_with(store, input, parallel, &mut || encode_receipts(input))
+}
+
+/// Removes the blocks after `number` and makes `number` the head, in one transaction:
+/// their headers, hashes, bodies, receipts, blooms, senders, journaled diffs and
+/// certificates (a dev chain going back to a snapshot). Their state must not have been
+/// flushed (the caller's state layers check it), so no `TxIndex` entry or stored state
+/// belongs to them. Returns how many blocks went; none if `number` is not below the head.
+pub fn unwind_blocks(store: &dyn KvStore, number: u64) -> Result<u64, StorageError> {
+    let Some((head_number, _)) = head(store)? else {
+        return Ok(0);
+    };
+    let Some(kept) = header(store, number)? else {
+        return Err(StorageError::Gap {
+            head: Some(head_number),
+            number,
+        });
+    };
+    if number >= head_number {
+        return Ok(0);
+    }
+    let mut batch = WriteBatch::new();
+    for gone in number + 1..=head_number {
+        let key = gone.to_be_bytes();
+        if let Some(header) = header(store, gone)? {
+            batch.delete(Table::BlockNumbers, header.hash_slow());
+        }
+        for table in [
+            Table::Headers,
+            Table::Bodies,
+            Table::Receipts,
+            Table::Blooms,
+            Table::Senders,
+            Table::StateDiffs,
+            Table::Finalizations,
+        ] {
+            batch.delete(table, key);
+        }
+    }
+    batch.put_parts(
+        Table::Meta,
+        &[HEAD_KEY],
+        &[&number.to_be_bytes(), kept.hash_slow().as_slice()],
+    );
+    store.write(batch)?;
+    Ok(head_number - number)
 }
 
 /// [`commit_block`], its receipts' part of the batch from `receipts` (what

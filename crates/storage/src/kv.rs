@@ -38,11 +38,16 @@ pub enum Table {
     /// Block number → a finalization certificate of the block (the consensus engine's
     /// encoding, opaque here): what a node catching up checks the block against.
     Finalizations,
+    /// Address ‖ block number → the account before that block changed it: the state
+    /// history, kept when the node serves the state of past blocks.
+    AccountHistory,
+    /// Address ‖ slot ‖ block number → the slot's value before that block changed it.
+    StorageHistory,
 }
 
 impl Table {
     /// Every table, in a fixed order (the order of the LMDB databases).
-    pub const ALL: [Table; 13] = [
+    pub const ALL: [Table; 15] = [
         Table::Headers,
         Table::BlockNumbers,
         Table::Bodies,
@@ -56,6 +61,8 @@ impl Table {
         Table::Meta,
         Table::StateDiffs,
         Table::Finalizations,
+        Table::AccountHistory,
+        Table::StorageHistory,
     ];
 
     /// The table's name in the data dir.
@@ -74,6 +81,8 @@ impl Table {
             Table::Meta => "meta",
             Table::StateDiffs => "state_diffs",
             Table::Finalizations => "finalizations",
+            Table::AccountHistory => "account_history",
+            Table::StorageHistory => "storage_history",
         }
     }
 
@@ -91,6 +100,8 @@ pub enum Op<'a> {
     Delete(Table, &'a [u8]),
     /// Remove every key starting with the prefix (an account's storage).
     DeletePrefix(Table, &'a [u8]),
+    /// Remove every key of the table.
+    Clear(Table),
 }
 
 /// What a write does; its bytes are in its segment.
@@ -99,6 +110,7 @@ enum Kind {
     Put,
     Delete,
     DeletePrefix,
+    Clear,
 }
 
 /// One write in a [`Segment`]: its key follows the previous write's bytes, then its
@@ -225,6 +237,11 @@ impl<'a> WriteBatch<'a> {
         self.push(Kind::DeletePrefix, table, &[prefix.as_ref()], &[], None);
     }
 
+    /// Removes every key of `table`.
+    pub fn clear(&mut self, table: Table) {
+        self.push(Kind::Clear, table, &[], &[], None);
+    }
+
     /// Appends the writes of `other` (for example encoded on another thread) after this
     /// batch's, moving its buffers.
     pub fn append(&mut self, other: WriteBatch<'a>) {
@@ -261,6 +278,7 @@ impl<'a> WriteBatch<'a> {
                     Kind::Put => Op::Put(entry.table, key, value),
                     Kind::Delete => Op::Delete(entry.table, key),
                     Kind::DeletePrefix => Op::DeletePrefix(entry.table, key),
+                    Kind::Clear => Op::Clear(entry.table),
                 }
             })
         })
@@ -290,10 +308,17 @@ impl PartialEq for WriteBatch<'_> {
 
 impl Eq for WriteBatch<'_> {}
 
+/// A key and its value, as read.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
 /// A transactional key-value store: reads see only whole batches.
 pub trait KvStore: Send + Sync {
     /// The value of `key` in `table`.
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError>;
+
+    /// The first entry of `table` whose key is `from` or comes after it in byte order:
+    /// how a read of the state history finds the first change after a block.
+    fn seek(&self, table: Table, from: &[u8]) -> Result<Option<KeyValue>, StorageError>;
 
     /// Applies `batch` atomically and durably: when this returns `Ok`, the batch survives a
     /// crash; when it returns `Err` (or the process dies first), none of it is visible.

@@ -19,6 +19,11 @@
 //!   written with block 0;
 //! - `StateDiffs`: number → the state changes of a block after the flushed height
 //!   ([`stave_primitives::encode_stored_diff`]), deleted when its state is flushed;
+//! - `AccountHistory`: address ‖ number → the account before block `number` changed it
+//!   ([`stave_primitives::encode_stored_account`]; no bytes: it did not exist);
+//!   `StorageHistory`: address ‖ slot ‖ number → the slot's value before that block,
+//!   big-endian without leading zeros; `Meta` `history-from` → the oldest block the
+//!   history serves (absent: no history is kept);
 //! - `Finalizations`: number → a finalization certificate of that block, as the consensus
 //!   engine encodes it (not every block has one: a block is final once a descendant is).
 
@@ -30,6 +35,25 @@ pub(crate) const HEAD_KEY: &[u8] = b"head";
 pub(crate) const FLUSHED_KEY: &[u8] = b"flushed";
 /// Key in `Meta` of the data format the data dir was created in.
 pub(crate) const FORMAT_KEY: &[u8] = b"format";
+
+/// Key in `Meta` of the oldest block the state history serves.
+pub(crate) const HISTORY_FROM_KEY: &[u8] = b"history-from";
+
+/// An `AccountHistory` key: address ‖ block number.
+pub(crate) fn account_history_key(address: Address, number: u64) -> [u8; 28] {
+    let mut key = [0; 28];
+    key[..20].copy_from_slice(address.as_slice());
+    key[20..].copy_from_slice(&number.to_be_bytes());
+    key
+}
+
+/// A `StorageHistory` key: address ‖ slot ‖ block number.
+pub(crate) fn storage_history_key(address: Address, slot: U256, number: u64) -> [u8; 60] {
+    let mut key = [0; 60];
+    key[..52].copy_from_slice(&storage_key(address, slot));
+    key[52..].copy_from_slice(&number.to_be_bytes());
+    key
+}
 
 /// A `Storage` key: address ‖ slot.
 pub(crate) fn storage_key(address: Address, slot: U256) -> [u8; 52] {

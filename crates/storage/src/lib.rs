@@ -25,11 +25,12 @@
 
 pub mod commit;
 mod error;
+pub mod history;
 mod kv;
 mod layout;
 mod lmdb;
 pub mod read;
 
 pub use error::StorageError;
-pub use kv::{KvStore, Op, Table, WriteBatch};
+pub use kv::{KeyValue, KvStore, Op, Table, WriteBatch};
 pub use lmdb::{DEFAULT_MAP_SIZE, LmdbOptions, LmdbStore};

@@ -11,7 +11,7 @@ use thread_local::ThreadLocal;
 
 use crate::{
     error::StorageError,
-    kv::{KvStore, Op, Table, WriteBatch},
+    kv::{KeyValue, KvStore, Op, Table, WriteBatch},
 };
 
 /// Default map size: 64 GiB of address space (not of disk: LMDB maps lazily), enough
@@ -158,6 +158,7 @@ impl LmdbStore {
             match op {
                 Op::Put(table, key, value) => self.tables[table.position()].put(wtxn, key, value),
                 Op::Delete(table, key) => self.tables[table.position()].delete(wtxn, key).map(drop),
+                Op::Clear(table) => self.tables[table.position()].clear(wtxn),
                 Op::DeletePrefix(table, prefix) => {
                     let db = &self.tables[table.position()];
                     let keys: Result<Vec<Vec<u8>>, _> = db
@@ -176,8 +177,12 @@ impl LmdbStore {
     }
 }
 
-impl KvStore for LmdbStore {
-    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+impl LmdbStore {
+    /// Runs `read` in the calling thread's kept read transaction (begun if it has none).
+    fn with_reader<T>(
+        &self,
+        read: impl FnOnce(&RoTxn<'static, WithoutTls>) -> Result<T, heed::Error>,
+    ) -> Result<T, StorageError> {
         let mut reader = self.readers.get_or_default().lock();
         let rtxn = match reader.take() {
             Some(rtxn) => rtxn,
@@ -187,12 +192,37 @@ impl KvStore for LmdbStore {
                 .static_read_txn()
                 .map_err(|e| self.error(e))?,
         };
-        let value = self.tables[table.position()]
-            .get(&rtxn, key)
-            .map_err(|e| self.error(e))?
-            .map(<[u8]>::to_vec);
+        let result = read(&rtxn).map_err(|e| self.error(e));
         *reader = Some(rtxn);
-        Ok(value)
+        result
+    }
+}
+
+impl KvStore for LmdbStore {
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, StorageError> {
+        self.with_reader(|rtxn| {
+            Ok(self.tables[table.position()]
+                .get(rtxn, key)?
+                .map(<[u8]>::to_vec))
+        })
+    }
+
+    fn seek(&self, table: Table, from: &[u8]) -> Result<Option<KeyValue>, StorageError> {
+        use std::ops::Bound;
+        self.with_reader(|rtxn| {
+            // LMDB refuses an empty key, even as a bound: from the start is unbounded.
+            let start = if from.is_empty() {
+                Bound::Unbounded
+            } else {
+                Bound::Included(from)
+            };
+            let range = (start, Bound::Unbounded);
+            self.tables[table.position()]
+                .range(rtxn, &range)?
+                .next()
+                .transpose()
+                .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
+        })
     }
 
     fn write_then(

@@ -372,7 +372,7 @@ fn state_can_be_journaled_for_a_later_flush() {
     let first_tx = one.block.transactions()[0].hash();
     assert_eq!(tx_location(&store, first_tx).expect("reads"), None);
     let positions = TxPositions::of(&one.block);
-    flush_state(&store, &[&one.diff], &[(1, &positions)], 1, true).expect("flushes");
+    flush_state(&store, &[&one.diff], &[(1, &positions)], None, 1, true).expect("flushes");
     assert_eq!(flushed_height(&store).expect("reads"), Some(1));
     assert_eq!(
         stored_diff(&store, 1).expect("reads"),

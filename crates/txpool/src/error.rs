@@ -171,6 +171,9 @@ pub enum DropReason {
     /// Its sender's balance dropped below what it alone may cost (go-ethereum drops such
     /// a transaction as unpayable).
     Unaffordable,
+    /// A dev chain went back to a snapshot (`evm_revert`): the pool empties with it, as
+    /// the state its transactions were checked against is gone.
+    Reverted,
 }
 
 impl DropReason {
@@ -179,13 +182,14 @@ impl DropReason {
 
     /// Every reason's label in a fixed order: the values of the `reason` label of
     /// `stave_txpool_dropped_total`, and the keys of `txpool_status`'s `dropped`.
-    pub const LABELS: [&'static str; 6] = [
+    pub const LABELS: [&'static str; 7] = [
         "replaced",
         "evicted",
         "expired",
         "nonce_used",
         "failed_execution",
         "unaffordable",
+        "reverted",
     ];
 
     /// Short stable label for metrics (`reason` label).
@@ -202,6 +206,7 @@ impl DropReason {
             Self::NonceUsed => 3,
             Self::FailedExecution => 4,
             Self::Unaffordable => 5,
+            Self::Reverted => 6,
         }
     }
 }

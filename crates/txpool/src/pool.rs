@@ -217,6 +217,23 @@ impl TxPool {
             .expect("one result per submission")
     }
 
+    /// Admits `tx` as sent by `sender`, taken as given and never recovered: a dev chain's
+    /// impersonated account (`anvil_impersonateAccount`), whose transactions carry a
+    /// placeholder signature. Every other check is [`TxPool::add_one`]'s. Only a dev node
+    /// calls it: such a transaction means nothing to a node that recovers its sender.
+    pub fn add_impersonated(
+        &self,
+        tx: SignedTx,
+        sender: Address,
+        state: &dyn StateReader,
+        base_fee: u64,
+    ) -> Result<B256, PoolError> {
+        tx.check_stateless(Some(self.config.chain_id))?;
+        self.admit_all(vec![Ok(RecoveredTx { tx, sender })], state, base_fee)
+            .pop()
+            .expect("one result per submission")
+    }
+
     /// Checks and queues recovered submissions in order, and counts each outcome.
     fn admit_all(
         &self,
@@ -539,6 +556,12 @@ impl TxPool {
             }
         }
         Self::publish_size(&inner);
+    }
+
+    /// Drops every transaction, for `reason`.
+    pub fn clear(&self, reason: DropReason) {
+        let hashes: Vec<B256> = self.inner.lock().book.by_hash.keys().copied().collect();
+        self.discard(&hashes, reason);
     }
 
     /// Drops the queued transactions admitted longer than the queued lifetime ago, oldest

@@ -525,8 +525,14 @@ fn every_drop_is_counted_by_reason() {
     pool.on_block(&block, &state).unwrap();
     let counts: Vec<u64> = pool.dropped().iter().map(|(_, count)| *count).collect();
     // replaced, evicted, expired (account 3's queued tx), nonce_used, failed_execution,
-    // unaffordable.
-    assert_eq!(counts, [1, 0, 1, 2, 1, 0]);
+    // unaffordable, reverted.
+    assert_eq!(counts, [1, 0, 1, 2, 1, 0, 0]);
     assert_eq!(pool.len(), 1);
     pool.check_invariants().unwrap();
+    // A dev chain going back to a snapshot empties the pool; its senders start over.
+    pool.clear(stave_txpool::DropReason::Reverted);
+    assert_eq!(pool.dropped()[6], ("reverted", 1));
+    assert!(pool.is_empty());
+    pool.check_invariants().unwrap();
+    add_one(&pool, &state, transfer(0, 0, 3 * FEE, 1)).expect("admitted again");
 }

@@ -31,6 +31,10 @@ pub struct NodeArgs {
     /// Most transactions per block; a full pool produces a block at once.
     #[arg(long)]
     block_txs: Option<usize>,
+    /// Which past blocks' state to serve: `all` (--dev's default), `recent` (the last 128
+    /// blocks: a config file's default) or a number of blocks.
+    #[arg(long)]
+    history: Option<stave_launch::History>,
 }
 
 impl NodeArgs {
@@ -48,6 +52,7 @@ impl NodeArgs {
             metrics_addr: self.metrics_addr,
             block_time: self.block_time_ms.map(Duration::from_millis),
             block_txs: self.block_txs,
+            history: self.history,
         });
         Ok(config)
     }

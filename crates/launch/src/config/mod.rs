@@ -15,6 +15,7 @@ use serde::Deserialize;
 use stave_net::{NodeId, StaticPeer};
 use stave_primitives::{ChainSpec, dev::MnemonicAccount};
 use stave_rpc::RpcConfig;
+use stave_state::History;
 use stave_storage::DEFAULT_MAP_SIZE;
 
 use crate::LaunchError;
@@ -65,6 +66,9 @@ pub struct NodeConfig {
     pub state_cache_entries: usize,
     /// Most transaction senders the sender cache holds (recovered once, at admission).
     pub sender_cache_entries: usize,
+    /// Which past blocks' state the node serves: the last 128 (`Recent`, the default of
+    /// a node run from a file), every block (`All`, `--dev`'s, as Anvil), or the last N.
+    pub history: History,
     /// Most transactions in the txpool (`None`: the pool's default).
     pub pool_max_txs: Option<usize>,
     /// Most transactions per sender in the txpool (`None`: the pool's default).
@@ -93,6 +97,8 @@ pub struct Overrides {
     pub block_time: Option<Duration>,
     /// The most transactions per block.
     pub block_txs: Option<usize>,
+    /// Which past blocks' state is served.
+    pub history: Option<History>,
 }
 
 /// How a node makes blocks.
@@ -169,11 +175,12 @@ impl NodeConfig {
     /// The single-validator dev chain as `stave node --dev` runs it: chain id 1337, the
     /// dev mnemonic's accounts funded, a temporary data dir, JSON-RPC on 8545 open to web
     /// pages of any origin (CORS `*`, as Anvil and Hardhat do), metrics on 9001, a block at
-    /// least every second.
+    /// least every second, the state of every block kept.
     pub fn dev() -> Result<Self, LaunchError> {
         let (genesis, dev_accounts) = stave_primitives::dev::dev_chain()?;
         let mut config = Self::producing(genesis, dev_accounts);
         config.rpc.cors_origins = vec!["*".to_owned()];
+        config.history = History::All;
         Ok(config)
     }
 
@@ -198,6 +205,7 @@ impl NodeConfig {
             block_fill_rounds: stave_node::DEFAULT_FILL_ROUNDS,
             state_cache_entries: stave_state::DEFAULT_CLEAN_CACHE_ENTRIES,
             sender_cache_entries: stave_verify::DEFAULT_SENDER_CACHE_CAPACITY,
+            history: History::Recent,
             pool_max_txs: None,
             pool_max_per_sender: None,
             rpc_enabled: true,
@@ -245,6 +253,7 @@ impl NodeConfig {
             metrics_addr,
             block_time,
             block_txs,
+            history,
         } = overrides;
         if let Some(dir) = datadir {
             self.datadir = Some(dir);
@@ -257,6 +266,7 @@ impl NodeConfig {
         }
         self.block_time = block_time.unwrap_or(self.block_time);
         self.block_txs = block_txs.unwrap_or(self.block_txs);
+        self.history = history.unwrap_or(self.history);
     }
 }
 
@@ -298,6 +308,8 @@ struct FileConfig {
     state_cache_entries: Option<usize>,
     /// Most senders in the sender cache.
     sender_cache_entries: Option<usize>,
+    /// Which past blocks' state is served: "all", "recent" or a number of blocks.
+    history: Option<HistorySetting>,
     /// Most transactions in the txpool.
     pool_max_txs: Option<usize>,
     /// Most transactions per sender in the txpool.
@@ -311,6 +323,23 @@ struct FileConfig {
     consensus: Option<ConsensusSection>,
     /// JSON-RPC address and limits.
     rpc: Option<rpc::RpcSection>,
+}
+
+/// The `history` key as written: a name or a number of blocks.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum HistorySetting {
+    Blocks(u64),
+    Named(String),
+}
+
+impl HistorySetting {
+    fn resolve(self) -> Result<History, LaunchError> {
+        match self {
+            HistorySetting::Blocks(blocks) => Ok(History::Blocks(blocks)),
+            HistorySetting::Named(name) => name.parse().map_err(LaunchError::Config),
+        }
+    }
 }
 
 /// The `[p2p]` section as written (paths relative to the config file, ids in hex).
@@ -366,9 +395,15 @@ impl FileConfig {
             metrics_addr: self.metrics_addr,
             block_time: self.block_time_ms.map(Duration::from_millis),
             block_txs: self.block_txs,
+            history: None,
         });
-        // A node run from a file serves no web page unless `[rpc] cors_origins` says so.
+        // A node run from a file serves no web page unless `[rpc] cors_origins` says so,
+        // and keeps no history unless `history` says so.
         config.rpc.cors_origins = Vec::new();
+        config.history = match self.history {
+            Some(history) => history.resolve()?,
+            None => History::Recent,
+        };
         if let Some(rpc) = self.rpc {
             config.rpc_enabled = rpc.enabled();
             rpc.apply(&mut config.rpc, self.rpc_addr.is_some())?;

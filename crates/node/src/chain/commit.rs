@@ -99,6 +99,16 @@ impl Chain<'_> {
         Ok(())
     }
 
+    /// Takes the chain back to block `number` (a dev chain's `evm_revert`): drops the state
+    /// layers of the blocks after it, then the blocks themselves from the store. Returns
+    /// how many blocks went. The state of `number` must still be in the layers (see
+    /// [`stave_state::StateLayers::pin`]); a crash between the two steps leaves the
+    /// blocks stored, and a restart replays them.
+    pub fn unwind_to(&self, number: u64) -> Result<u64, ImportError> {
+        self.layers.unwind(number)?;
+        Ok(stave_storage::commit::unwind_blocks(self.store, number)?)
+    }
+
     /// Writes the block with its state journaled, then moves its state diff into the
     /// layers and flushes the oldest ones if enough piled up. A block already stored
     /// changes nothing.

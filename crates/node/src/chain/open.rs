@@ -11,7 +11,7 @@ use stave_exec::{BlockInput, Mode, ParallelExecutor};
 use stave_primitives::{
     ChainSpec, GlobalPoolLeaves, RecoveredTx, SealedBlock, StateDiff, state_root,
 };
-use stave_state::{DEFAULT_CLEAN_CACHE_ENTRIES, StateLayers};
+use stave_state::{StateLayers, StateOptions};
 use stave_storage::{
     KvStore, StorageError,
     commit::{BlockState, BlockToCommit, DATA_FORMAT, TxPositions, commit_block},
@@ -115,22 +115,23 @@ impl<'s> Chain<'s> {
             executor,
             parallelism,
             cache,
-            DEFAULT_CLEAN_CACHE_ENTRIES,
+            StateOptions::default(),
         )
     }
 
     /// [`Chain::open_with`] on an executor made before (a clone shares its threads, its
     /// kept buffers and what it learned of earlier blocks), so chains opened one after
     /// another execute on warm threads, as one node's blocks do; stages run on the
-    /// executor's count of threads. The state's clean cache holds at most
-    /// `state_cache_entries` accounts and storage slots.
+    /// executor's count of threads. The state layers are made with `state`: the clean
+    /// cache's size, and the history of past blocks' state kept on disk (started, or
+    /// removed, as it says).
     pub fn open_on(
         store: &'s dyn KvStore,
         spec: &ChainSpec,
         executor: ParallelExecutor,
         parallelism: Parallelism,
         cache: Option<Arc<SenderCache>>,
-        state_cache_entries: usize,
+        state: StateOptions,
     ) -> Result<Self, ImportError> {
         if let Some(found) = data_format(store)?
             && found != DATA_FORMAT
@@ -154,6 +155,8 @@ impl<'s> Chain<'s> {
         let (head_number, _) = head(store)?.ok_or(ImportError::NoGenesis)?;
         // Data dirs from before the state layers stored the state with every block.
         let flushed = flushed_height(store)?.unwrap_or(head_number);
+        let mut layers = StateLayers::new(store, flushed, state.cache_entries);
+        layers.keep_history(state.history)?;
         let mut chain = Self {
             store,
             chain_id: spec.chain_id(),
@@ -165,7 +168,7 @@ impl<'s> Chain<'s> {
             )),
             cache,
             executor,
-            layers: Arc::new(StateLayers::new(store, flushed, state_cache_entries)),
+            layers: Arc::new(layers),
             replayed: Replayed::default(),
         };
         chain.replay(flushed, head_number)?;
