@@ -115,6 +115,8 @@ fn harness() -> &'static Harness {
             max_filter_addresses: 4,
             max_filter_topics: 4,
             fee_history_max_percentiles: 8,
+            simulate_max_blocks: 8,
+            simulate_max_calls: 16,
             max_response_bytes: 64 * 1024,
             worker_threads: 1,
             worker_queue: 4,

@@ -205,3 +205,92 @@ access = {node: rpc(node, "eth_createAccessList", [{"from": holder.address, "to"
 compare("eth_createAccessList", access)
 assert len(access["stave"]["accessList"][0]["storageKeys"]) == 2, access
 print("anvil: overrides, gas estimates and access lists answered alike")
+
+# eth_simulateV1: the same payloads on both, each call's status, return data, gas, logs
+# (address, topics, data) and failure compared. Where the two differ, Stave answers as
+# go-ethereum and the execution-apis spec do, and Anvil 1.7.1 otherwise: a reverted call
+# has no return data and an error of code 3 carrying the revert data, where Anvil puts
+# the revert data in `returnData` and answers code -3200 without data. So a failure is
+# compared by its revert data, wherever each node puts it, and Stave's shape is checked
+# on its own. Anvil also charges the base fee without `validation` (go-ethereum and Stave
+# simulate at a base fee of zero then), which no compared field shows.
+
+
+def sim_calls(node, blocks):
+    calls = []
+    for block in blocks:
+        for call in block["calls"]:
+            error = call.get("error")
+            failure = None
+            if error is not None:
+                if node == "stave" and call["status"] == "0x0" and error.get("data") is not None:
+                    assert error["code"] == 3 and call["returnData"] == "0x", call
+                failure = error.get("data") or call["returnData"]
+            calls.append({
+                "status": call["status"],
+                "returnData": call["returnData"] if error is None else None,
+                "failure": failure,
+                "gasUsed": call["gasUsed"],
+                "logs": [
+                    {"address": log["address"].lower(), "topics": log["topics"], "data": log["data"]}
+                    for log in call["logs"]
+                ],
+            })
+        calls.append("end of block")
+    return calls
+
+
+def simulate_both(what, payload):
+    answers = {node: rpc(node, "eth_simulateV1", [payload, "latest"]) for node in NODES}
+    compare(f"eth_simulateV1: {what}", {node: sim_calls(node, blocks) for node, blocks in answers.items()})
+    # Stave's blocks chain as go-ethereum's do; Anvil's have a zero parent hash (and
+    # number the first from the block simulated on, not the one after it).
+    blocks = answers["stave"]
+    for before, after in zip(blocks, blocks[1:]):
+        assert int(after["number"], 16) == int(before["number"], 16) + 1, what
+        assert after["parentHash"] == before["hash"], what
+    for node, blocks in answers.items():
+        for block in blocks:
+            used = sum(int(call["gasUsed"], 16) for call in block["calls"])
+            assert int(block["gasUsed"], 16) == used, (node, what, block["gasUsed"], used)
+    return answers
+
+
+# A token transfer (with its Transfer log) and one for more than the holder has (a revert
+# with the token's reason).
+transfer = {"from": holder.address, "to": token, "data": "0x" + TRANSFER + word(int(deployer.address, 16)) + word(5)}
+too_much = {"from": holder.address, "to": token, "data": "0x" + TRANSFER + word(int(deployer.address, 16)) + word(10**30)}
+answers = simulate_both("a token transfer and a revert", {"blockStateCalls": [{"calls": [transfer, too_much]}]})
+assert answers["stave"][0]["calls"][0]["status"] == "0x1", answers["stave"]
+assert answers["stave"][0]["calls"][1]["error"]["code"] == 3, answers["stave"]
+# A call under a state override: the stranger sends tokens it holds only in the override.
+simulate_both("a transfer under a state override", {"blockStateCalls": [{"stateOverrides": overrides, "calls": [send]}]})
+# Two blocks: the second reads the balance the first left, under block overrides.
+read_deployer = {"to": token, "data": "0x" + BALANCE_OF + word(int(deployer.address, 16))}
+answers = simulate_both(
+    "two blocks",
+    {"blockStateCalls": [
+        {"calls": [transfer]},
+        {"blockOverrides": {"time": hex(1_900_000_000)}, "stateOverrides": overrides, "calls": [read_deployer, read]},
+    ]},
+)
+before = int(rpc("stave", "eth_call", [read_deployer, "latest"]), 16)
+assert int(answers["stave"][1]["calls"][0]["returnData"], 16) == before + 5, answers["stave"][1]
+assert int(answers["stave"][1]["calls"][1]["returnData"], 16) == 12345, answers["stave"][1]
+# An ETH transfer, traced as a log from 0xEeee...EEeE.
+eth = {"from": holder.address, "to": stranger, "value": hex(10**15)}
+answers = simulate_both("a traced ETH transfer", {"blockStateCalls": [{"calls": [eth]}], "traceTransfers": True})
+assert answers["stave"][0]["calls"][0]["logs"][0]["address"].lower() == "0x" + "ee" * 20, answers["stave"]
+# Refusals, with go-ethereum's codes (Anvil simulates a number below its head): blocks out
+# of order, and more blocks than the limit.
+for payload, code in [
+    ({"blockStateCalls": [{"blockOverrides": {"number": "0x1"}}]}, -38020),
+    ({"blockStateCalls": [{"blockOverrides": {"number": "0xffffffffffff"}}]}, -38026),
+]:
+    try:
+        rpc("stave", "eth_simulateV1", [payload, "latest"])
+    except RuntimeError as error:
+        assert f"'code': {code}" in str(error), error
+    else:
+        raise AssertionError(f"{payload} was simulated")
+print("anvil: eth_simulateV1 answered alike (token transfer, revert, state override, two blocks, traced transfer)")

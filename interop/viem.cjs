@@ -93,6 +93,41 @@ async function main() {
   const simulated = await wallet.writeContract(request);
   assert.equal((await client.waitForTransactionReceipt({ hash: simulated })).status, 'success');
 
+  // simulateBlocks (eth_simulateV1): a token transfer, one that reverts, an ETH transfer
+  // traced as a log; the next block sees the first transfer.
+  const held = await client.readContract({ address: token, abi, functionName: 'balanceOf', args: [bob.address] });
+  const blocks = await client.simulateBlocks({
+    blocks: [
+      {
+        calls: [
+          { account: alice.address, to: token, abi, functionName: 'transfer', args: [bob.address, 7n] },
+          { account: alice.address, to: token, abi, functionName: 'transfer', args: [bob.address, 10n ** 30n] },
+          { account: alice.address, to: bob.address, value: 5n },
+        ],
+      },
+      { calls: [{ to: token, abi, functionName: 'balanceOf', args: [bob.address] }] },
+    ],
+    traceTransfers: true,
+  });
+  assert.equal(blocks.length, 2);
+  assert.equal(blocks[1].number, blocks[0].number + 1n);
+  assert.equal(blocks[1].parentHash, blocks[0].hash);
+  const [moveCall, revertCall, ethCall] = blocks[0].calls;
+  assert.equal(moveCall.status, 'success');
+  assert.equal(moveCall.result, true);
+  const [moveLog] = viem.parseEventLogs({ abi, logs: moveCall.logs });
+  assert.equal(moveLog.args.value, 7n);
+  assert.equal(moveLog.blockHash, blocks[0].hash);
+  assert.equal(moveLog.transactionHash, blocks[0].transactions[0]);
+  assert.equal(revertCall.status, 'failure');
+  assert.match(revertCall.error.message, /revert/i);
+  assert.equal(ethCall.logs.length, 1);
+  assert.equal(ethCall.logs[0].address, '0xeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee');
+  assert.equal(blocks[0].gasUsed, moveCall.gasUsed + revertCall.gasUsed + ethCall.gasUsed);
+  assert.equal(blocks[1].calls[0].result, held + 7n);
+  // Nothing was sent: the balance is as it was.
+  assert.equal(await client.readContract({ address: token, abi, functionName: 'balanceOf', args: [bob.address] }), held);
+
   // The node's own accounts sign (a JSON-RPC account: eth_sendTransaction).
   const [first] = await wallet.request({ method: 'eth_accounts' });
   assert.equal(first.toLowerCase(), alice.address.toLowerCase());

@@ -17,7 +17,10 @@ use parking_lot::RwLock;
 use revm::{
     ExecuteEvm,
     bytecode::opcode,
-    context::{TxEnv, result::ExecutionResult},
+    context::{
+        TxEnv,
+        result::{ExecutionResult, HaltReason},
+    },
     context_interface::result::EVMError,
     context_interface::transaction::AccessList,
     handler::instructions::EthInstructions,
@@ -251,20 +254,26 @@ pub(crate) fn call_evm<'a>(
     if guarded {
         guard(&mut evm.instruction);
     }
-    let tx = TxEnv {
-        // An access list needs an EIP-2930 transaction; the gas price reads the same.
-        tx_type: u8::from(!request.access_list.is_empty()),
-        access_list: request.access_list.clone(),
-        caller: request.from,
-        gas_limit: request.gas,
-        gas_price: request.gas_price,
-        kind: request.to.map_or(TxKind::Create, TxKind::Call),
-        value: request.value,
-        data: request.input.clone(),
-        chain_id: Some(env.chain_id),
-        ..Default::default()
-    };
-    (evm, tx)
+    (evm, request.tx_env(env.chain_id))
+}
+
+impl CallRequest {
+    /// The call as revm's transaction on chain `chain_id`: a legacy transaction, or an
+    /// EIP-2930 one when it carries an access list (the gas price reads the same).
+    pub(crate) fn tx_env(&self, chain_id: u64) -> TxEnv {
+        TxEnv {
+            tx_type: u8::from(!self.access_list.is_empty()),
+            access_list: self.access_list.clone(),
+            caller: self.from,
+            gas_limit: self.gas,
+            gas_price: self.gas_price,
+            kind: self.to.map_or(TxKind::Create, TxKind::Call),
+            value: self.value,
+            data: self.input.clone(),
+            chain_id: Some(chain_id),
+            ..Default::default()
+        }
+    }
 }
 
 /// Replaces the long-running opcodes of `instructions` with their deadline-guarded
@@ -322,9 +331,37 @@ impl CallOutcome {
             },
             ExecutionResult::Revert { output, .. } => Self::Revert { output, gas_used },
             ExecutionResult::Halt { reason, .. } => Self::Halt {
-                reason: format!("{reason:?}"),
+                reason: halt_message(&reason),
                 gas_used,
             },
         }
     }
+}
+
+/// What go-ethereum says when execution stops for `reason` (its `core/vm` errors), the
+/// words clients and `eth_simulateV1` results show.
+pub(crate) fn halt_message(reason: &HaltReason) -> String {
+    match reason {
+        HaltReason::OutOfGas(_) => "out of gas",
+        HaltReason::OpcodeNotFound | HaltReason::NotActivated => "invalid opcode",
+        HaltReason::InvalidFEOpcode => "invalid opcode: INVALID",
+        HaltReason::InvalidJump => "invalid jump destination",
+        HaltReason::StackUnderflow => "stack underflow",
+        HaltReason::StackOverflow => "stack limit reached 1024",
+        HaltReason::OutOfOffset => "return data out of bounds",
+        HaltReason::CreateCollision => "contract address collision",
+        HaltReason::PrecompileError => "precompiled failed",
+        HaltReason::PrecompileErrorWithContext(message) => return message.clone(),
+        HaltReason::NonceOverflow => "nonce uint64 overflow",
+        HaltReason::CreateContractSizeLimit => "max code size exceeded",
+        HaltReason::CreateContractStartingWithEF => "invalid code: must not begin with 0xef",
+        HaltReason::CreateInitCodeSizeLimit => "max initcode size exceeded",
+        HaltReason::OverflowPayment => "gas uint64 overflow",
+        HaltReason::StateChangeDuringStaticCall | HaltReason::CallNotAllowedInsideStatic => {
+            "write protection"
+        }
+        HaltReason::OutOfFunds => "insufficient balance for transfer",
+        HaltReason::CallTooDeep => "max call depth exceeded",
+    }
+    .to_owned()
 }

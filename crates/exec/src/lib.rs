@@ -20,6 +20,7 @@ mod evm;
 mod overrides;
 mod parallel;
 mod serial;
+mod simulate;
 mod trace;
 
 pub use alloy_rpc_types_eth::state::{AccountOverride, StateOverride};
@@ -29,6 +30,10 @@ pub use error::ExecError;
 pub use overrides::{Overridden, OverrideError, override_block};
 pub use parallel::ParallelExecutor;
 pub use serial::{ExecutionOutcome, SkippedTx, execute_serial};
+pub use simulate::{
+    InvalidCall, SimBounds, SimCall, SimCallOutcome, SimFee, SimulatedBlock, SimulationError,
+    TIME_STEP, TRANSFER_LOG_EMITTER, TRANSFER_TOPIC, simulate,
+};
 pub use stave_primitives::{
     AccountDiff, AccountState, MemoryState, StateDiff, StateError, StateReader,
 };

@@ -27,9 +27,11 @@ pub struct RpcConfig {
     pub ws_ping_interval: Duration,
     /// Most subscriptions one WebSocket connection holds.
     pub max_subscriptions_per_connection: u32,
-    /// Most gas an `eth_call` or `eth_estimateGas` may use.
+    /// Most gas an `eth_call` or `eth_estimateGas` may use (and all the calls of an
+    /// `eth_simulateV1` together).
     pub gas_cap: u64,
-    /// Longest an `eth_call` or `eth_estimateGas` may run, its wait for a worker included.
+    /// Longest an `eth_call`, `eth_estimateGas` or `eth_simulateV1` may run, its wait for
+    /// a worker included.
     pub evm_timeout: Duration,
     /// Most blocks one `eth_getLogs` may scan.
     pub max_log_blocks: u64,
@@ -47,6 +49,12 @@ pub struct RpcConfig {
     pub fee_history_max_blocks: u64,
     /// Most reward percentiles one `eth_feeHistory` takes (go-ethereum's limit).
     pub fee_history_max_percentiles: usize,
+    /// Most blocks one `eth_simulateV1` simulates, counted from the block it builds on
+    /// (the empty blocks filling a gap in the numbers included; go-ethereum's limit).
+    pub simulate_max_blocks: u64,
+    /// Most calls one `eth_simulateV1` runs, in all its blocks together (go-ethereum's
+    /// limit). Their gas together is bounded by `gas_cap`, their time by `evm_timeout`.
+    pub simulate_max_calls: usize,
     /// Threads of the server's own tokio runtime (connections, parsing, light methods).
     pub runtime_threads: usize,
     /// Threads that run heavy methods (log scans, receipts, blocks, fee history, calls).
@@ -86,6 +94,8 @@ impl Default for RpcConfig {
             max_filter_topics: 1_000,
             fee_history_max_blocks: 1_024,
             fee_history_max_percentiles: 100,
+            simulate_max_blocks: 256,
+            simulate_max_calls: 10_000,
             runtime_threads: 2,
             worker_threads: 4,
             worker_queue: 64,

@@ -170,16 +170,26 @@ pub fn position(block: &StoredBlock, index: usize) -> TxPosition {
 
 /// Every log of `block` with its RPC metadata, receipt by receipt.
 pub fn rpc_logs(block: &StoredBlock, receipts: &[Receipt]) -> Vec<Vec<Log>> {
+    rpc_logs_of(
+        block,
+        receipts
+            .iter()
+            .map(|receipt| receipt.receipt.logs.as_slice()),
+    )
+}
+
+/// `logs`, one list per transaction of `block` in order, with their RPC metadata: the
+/// block, the transaction, and each log's index in the block.
+pub fn rpc_logs_of<'a>(
+    block: &StoredBlock,
+    logs: impl IntoIterator<Item = &'a [alloy_primitives::Log]>,
+) -> Vec<Vec<Log>> {
     let mut log_index = 0u64;
-    receipts
-        .iter()
+    logs.into_iter()
         .zip(&block.txs)
         .enumerate()
-        .map(|(index, (receipt, (tx, _)))| {
-            receipt
-                .receipt
-                .logs
-                .iter()
+        .map(|(index, (logs, (tx, _)))| {
+            logs.iter()
                 .map(|log| {
                     let rpc = Log {
                         inner: log.clone(),

@@ -2,6 +2,7 @@
 
 use alloy_primitives::Bytes;
 use jsonrpsee::types::ErrorObjectOwned;
+use stave_exec::{InvalidCall, SimulationError};
 use stave_node::ViewError;
 use stave_txpool::PoolError;
 
@@ -14,6 +15,37 @@ pub const EXECUTION_REVERTED: i32 = 3;
 /// The code for a query over a resource limit (as Infura and geth use for `eth_getLogs`),
 /// and for a server too busy to take a heavy request.
 pub const LIMIT_EXCEEDED: i32 = -32005;
+/// JSON-RPC's code for an internal error (go-ethereum's for a simulated call refused for a
+/// reason it has no code of its own for).
+pub const INTERNAL_ERROR: i32 = -32603;
+
+/// The codes of `eth_simulateV1`'s errors (ethereum/execution-apis, as go-ethereum and
+/// reth answer them): a simulated call that could not run, a chain of blocks out of
+/// order, a request over a limit.
+pub mod simulate {
+    /// A call's nonce is below its sender's.
+    pub const NONCE_TOO_LOW: i32 = -38010;
+    /// A call's nonce is above its sender's.
+    pub const NONCE_TOO_HIGH: i32 = -38011;
+    /// A call's fee cap is below the block's base fee.
+    pub const BASE_FEE_TOO_LOW: i32 = -38012;
+    /// A call's gas does not cover its intrinsic cost.
+    pub const INTRINSIC_GAS: i32 = -38013;
+    /// A call's sender cannot pay for it.
+    pub const INSUFFICIENT_FUNDS: i32 = -38014;
+    /// A call asks for more gas than its block has left.
+    pub const BLOCK_GAS_LIMIT_REACHED: i32 = -38015;
+    /// A block's number is not above the one before it.
+    pub const BLOCK_NUMBER_INVALID: i32 = -38020;
+    /// A block's timestamp is not above the one before it.
+    pub const BLOCK_TIMESTAMP_INVALID: i32 = -38021;
+    /// A creation's initcode is over the EIP-3860 limit.
+    pub const MAX_INIT_CODE_SIZE_EXCEEDED: i32 = -38025;
+    /// Too many blocks or calls.
+    pub const CLIENT_LIMIT_EXCEEDED: i32 = -38026;
+    /// A call halted (out of gas, invalid opcode...): the code of its `error`.
+    pub const VM_ERROR: i32 = -32015;
+}
 
 /// What an RPC method can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +74,9 @@ pub enum RpcError {
     /// running ones included) is full: retry later.
     #[error("server busy: {0} heavy requests running or queued, retry later")]
     Busy(usize),
+    /// An `eth_simulateV1` was refused (each reason has its code, see [`simulate`]).
+    #[error(transparent)]
+    Simulation(#[from] SimulationError),
     /// Anything else the server failed at.
     #[error("{0}")]
     Internal(String),
@@ -67,10 +102,37 @@ impl From<RpcError> for ErrorObjectOwned {
             RpcError::LimitExceeded(_) | RpcError::Busy(_) => {
                 ErrorObjectOwned::owned(LIMIT_EXCEEDED, message, None::<()>)
             }
+            RpcError::Simulation(error) => {
+                ErrorObjectOwned::owned(simulation_code(&error), message, None::<()>)
+            }
             RpcError::Pool(_) | RpcError::View(_) | RpcError::Internal(_) => {
                 ErrorObjectOwned::owned(SERVER_ERROR, message, None::<()>)
             }
         }
+    }
+}
+
+/// The code of an `eth_simulateV1` refusal.
+fn simulation_code(error: &SimulationError) -> i32 {
+    match error {
+        SimulationError::Empty | SimulationError::Override(_) => INVALID_PARAMS,
+        SimulationError::TooManyBlocks | SimulationError::TooManyCalls { .. } => {
+            simulate::CLIENT_LIMIT_EXCEEDED
+        }
+        SimulationError::BlockNumber { .. } => simulate::BLOCK_NUMBER_INVALID,
+        SimulationError::BlockTimestamp { .. } => simulate::BLOCK_TIMESTAMP_INVALID,
+        SimulationError::BlockGasLimit { .. } => simulate::BLOCK_GAS_LIMIT_REACHED,
+        SimulationError::InvalidCall { kind, .. } => match kind {
+            InvalidCall::NonceTooLow => simulate::NONCE_TOO_LOW,
+            InvalidCall::NonceTooHigh => simulate::NONCE_TOO_HIGH,
+            InvalidCall::FeeCapTooLow => simulate::BASE_FEE_TOO_LOW,
+            InvalidCall::IntrinsicGas => simulate::INTRINSIC_GAS,
+            InvalidCall::InsufficientFunds => simulate::INSUFFICIENT_FUNDS,
+            InvalidCall::InitCodeTooLarge => simulate::MAX_INIT_CODE_SIZE_EXCEEDED,
+            InvalidCall::FeeFields => INVALID_PARAMS,
+            _ => INTERNAL_ERROR,
+        },
+        _ => SERVER_ERROR,
     }
 }
 

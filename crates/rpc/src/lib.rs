@@ -2,10 +2,10 @@
 //! existing wallets and SDKs (ethers, viem, web3.py, web3j) work unchanged.
 //!
 //! Methods live by namespace and area, each area a jsonrpsee trait with its
-//! implementation in one file: [`eth`] (state, blocks, transactions, call, fees, filters,
-//! subscriptions), [`net`] (`web3_*`, `net_*` and the node's own `eth_*`), [`debug`] and
-//! [`trace`] (transaction traces, made by revm-inspectors), [`dev`] (a dev node's signing and
-//! mining, as Anvil's), [`txpool`] and
+//! implementation in one file: [`eth`] (state, blocks, transactions, call and
+//! `eth_simulateV1`, fees, filters, subscriptions), [`net`] (`web3_*`, `net_*` and the
+//! node's own `eth_*`), [`debug`] and [`trace`] (transaction traces, made by
+//! revm-inspectors), [`dev`] (a dev node's signing and mining, as Anvil's), [`txpool`] and
 //! [`stave`] (the governance contract's admissions and permissions as nodes read them).
 //! They read through [`stave_node::ChainView`] (state at the head or at any of the last
 //! 128 blocks) and [`stave_storage::read`], and submit to [`stave_txpool::TxPool`].

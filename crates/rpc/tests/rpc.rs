@@ -396,6 +396,25 @@ async fn a_call_past_the_evm_timeout_is_stopped_and_the_node_keeps_serving() {
         );
         assert!(started.elapsed() < std::time::Duration::from_secs(10));
     }
+    // So is a simulation whose call loops, its gas cut to the cap, not to a block's.
+    let simulation = serde_json::json!({
+        "blockStateCalls": [{
+            "blockOverrides": {"gasLimit": "0xe8d4a51000"},
+            "calls": [{"data": "0x5b600056"}],
+        }],
+    });
+    let started = std::time::Instant::now();
+    let error = client
+        .request::<Value, _>("eth_simulateV1", rpc_params![simulation, "latest"])
+        .await
+        .expect_err("stopped");
+    assert!(
+        error
+            .to_string()
+            .contains("execution aborted (timeout = 0.1s)"),
+        "eth_simulateV1: {error}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
     // Still serving, and an ordinary call still answers.
     let chain_id: Value = client
         .request("eth_chainId", rpc_params![])
@@ -651,4 +670,219 @@ async fn headers_raw_forms_pool_views_and_node_facts_are_served() {
             "{method}: {error}"
         );
     }
+}
+
+/// `eth_simulateV1` over the token chain: blocks of calls that see each other's state,
+/// answered as blocks with their calls' results, and hostile payloads refused with their
+/// codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulate_v1_runs_blocks_of_calls_and_refuses_what_it_cannot() {
+    use serde_json::json;
+    use stave_rpc::error::simulate::{
+        BASE_FEE_TOO_LOW, BLOCK_NUMBER_INVALID, BLOCK_TIMESTAMP_INVALID, CLIENT_LIMIT_EXCEEDED,
+    };
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = RpcConfig {
+        simulate_max_blocks: 8,
+        simulate_max_calls: 4,
+        ..RpcConfig::default()
+    };
+    let (addr, _server, _producer, _pool, _layers, _store) = serve(dir.path(), config).await;
+    let client = HttpClientBuilder::default()
+        .build(format!("http://{addr}"))
+        .expect("client");
+    let (holder, receiver) = (dev_account(0).address, dev_account(1).address);
+    let hex_data = |bytes: &[u8]| format!("0x{}", hex::encode(bytes));
+    let transfer = |amount: U256| hex_data(&stave_sdk::erc20_transfer_calldata(receiver, amount));
+    let mut balance_of = vec![0x70, 0xa0, 0x82, 0x31];
+    balance_of.extend_from_slice(&[0; 12]);
+    balance_of.extend_from_slice(receiver.as_slice());
+    let thousand = U256::from(1_000u64) * U256::from(10u64).pow(U256::from(18));
+    let simulate = |payload: Value| {
+        let client = &client;
+        async move {
+            client
+                .request::<Vec<Value>, _>("eth_simulateV1", rpc_params![payload, "latest"])
+                .await
+        }
+    };
+
+    // Block 1: a token transfer, then one for more than the holder has (a revert).
+    // Block 2: the receiver's balance, as block 1 left it.
+    let payload = json!({
+        "blockStateCalls": [
+            {"calls": [
+                {"from": holder, "to": TOKEN, "data": transfer(U256::from(5))},
+                {"from": holder, "to": TOKEN, "data": transfer(thousand * U256::from(2))},
+            ]},
+            {"calls": [{"to": TOKEN, "data": hex_data(&balance_of)}]},
+        ],
+        "returnFullTransactions": true,
+    });
+    let blocks = simulate(payload).await.expect("simulates");
+    assert_eq!(blocks.len(), 2);
+    let (first, second) = (&blocks[0], &blocks[1]);
+    assert_eq!(hex_u64(&first["number"]), 1);
+    assert_eq!(hex_u64(&second["number"]), 2);
+    assert_eq!(second["parentHash"], first["hash"]);
+    assert_eq!(
+        hex_u64(&first["baseFeePerGas"]),
+        0,
+        "no validation: no base fee"
+    );
+    let calls = first["calls"].as_array().expect("calls");
+    assert_eq!(calls[0]["status"], "0x1");
+    assert_eq!(
+        calls[0]["returnData"],
+        format!("0x{}", hex::encode(B256::with_last_byte(1)))
+    );
+    let log = &calls[0]["logs"][0];
+    assert_eq!(
+        log["address"].as_str().map(str::to_lowercase),
+        Some(format!("{TOKEN:#x}"))
+    );
+    assert_eq!(log["topics"][0], json!(ERC20_TRANSFER_TOPIC));
+    assert_eq!(log["blockHash"], first["hash"]);
+    assert_eq!(log["blockNumber"], "0x1");
+    assert_eq!(log["transactionHash"], first["transactions"][0]["hash"]);
+    assert_eq!(
+        (&log["logIndex"], &log["transactionIndex"]),
+        (&json!("0x0"), &json!("0x0"))
+    );
+    assert_eq!(
+        first["transactions"][0]["from"]
+            .as_str()
+            .map(str::to_lowercase),
+        Some(format!("{holder:#x}"))
+    );
+    // The revert: status 0, no return data, code 3 with the revert data.
+    assert_eq!(calls[1]["status"], "0x0");
+    assert_eq!(calls[1]["returnData"], "0x");
+    assert_eq!(calls[1]["error"]["code"], 3);
+    assert!(
+        calls[1]["error"]["message"]
+            .as_str()
+            .expect("message")
+            .starts_with("execution reverted"),
+        "{}",
+        calls[1]["error"]
+    );
+    assert!(
+        calls[1]["error"]["data"]
+            .as_str()
+            .is_some_and(|data| data.len() > 2)
+    );
+    assert!(calls[1]["logs"].as_array().expect("logs").is_empty());
+    let gas_used = hex_u64(&calls[0]["gasUsed"]) + hex_u64(&calls[1]["gasUsed"]);
+    assert_eq!(hex_u64(&first["gasUsed"]), gas_used);
+    let read = &second["calls"][0]["returnData"];
+    let start = thousand;
+    assert_eq!(
+        U256::from_str_radix(read.as_str().expect("hex").trim_start_matches("0x"), 16)
+            .expect("number"),
+        start + U256::from(5),
+        "block 2 sees block 1's transfer"
+    );
+    // Nothing was written: the chain is still at its genesis.
+    let head: Value = client
+        .request("eth_blockNumber", rpc_params![])
+        .await
+        .expect("head");
+    assert_eq!(head, "0x0");
+
+    // Block overrides and a state override; an ETH transfer traced as a log.
+    let payload = json!({
+        "blockStateCalls": [{
+            "blockOverrides": {"number": "0x5", "time": "0x77359400"},
+            "stateOverrides": {"0x00000000000000000000000000000000000000aa": {"balance": "0x64"}},
+            "calls": [{"from": "0x00000000000000000000000000000000000000aa",
+                       "to": "0x00000000000000000000000000000000000000bb", "value": "0x10"}],
+        }],
+        "traceTransfers": true,
+    });
+    let blocks = simulate(payload).await.expect("simulates");
+    assert_eq!(blocks.len(), 5, "four blocks then the one asked for");
+    let last = &blocks[4];
+    assert_eq!(
+        (hex_u64(&last["number"]), hex_u64(&last["timestamp"])),
+        (5, 2_000_000_000)
+    );
+    let log = &last["calls"][0]["logs"][0];
+    assert_eq!(log["address"], "0xeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee");
+    assert_eq!(
+        log["data"],
+        format!("0x{}", hex::encode(B256::with_last_byte(0x10)))
+    );
+
+    // Refusals, each with its code.
+    let refused = |payload: Value| async move {
+        match simulate(payload).await.expect_err("refused") {
+            ClientError::Call(error) => (error.code(), error.message().to_owned()),
+            other => panic!("{other}"),
+        }
+    };
+    let at = |number: &str| json!({"blockOverrides": {"number": number}});
+    let cases = [
+        (
+            json!({"blockStateCalls": [at("0x3"), at("0x2")]}),
+            BLOCK_NUMBER_INVALID,
+        ),
+        (
+            json!({"blockStateCalls": [at("0x0")]}),
+            BLOCK_NUMBER_INVALID,
+        ),
+        (
+            json!({"blockStateCalls": [{"blockOverrides": {"time": "0x0"}}]}),
+            BLOCK_TIMESTAMP_INVALID,
+        ),
+        (
+            json!({"blockStateCalls": [at("0x9")]}),
+            CLIENT_LIMIT_EXCEEDED,
+        ),
+        (
+            json!({"blockStateCalls": [at("0xffffffffffffffffffffffffffffffffffffffff")]}),
+            CLIENT_LIMIT_EXCEEDED,
+        ),
+        (
+            json!({"blockStateCalls": vec![json!({}); 9]}),
+            CLIENT_LIMIT_EXCEEDED,
+        ),
+        (
+            json!({"blockStateCalls": [{"calls": vec![json!({}); 5]}]}),
+            CLIENT_LIMIT_EXCEEDED,
+        ),
+        (
+            json!({"blockStateCalls": []}),
+            stave_rpc::error::INVALID_PARAMS,
+        ),
+        (
+            json!({"blockStateCalls": [{"stateOverrides": {
+                "0x00000000000000000000000000000000000000aa": {"state": {}, "stateDiff": {}}}}]}),
+            stave_rpc::error::INVALID_PARAMS,
+        ),
+        (
+            json!({"blockStateCalls": [{"calls": [{"gasPrice": "0x1", "maxFeePerGas": "0x1"}]}]}),
+            stave_rpc::error::INVALID_PARAMS,
+        ),
+        (
+            json!({"blockStateCalls": "many"}),
+            stave_rpc::error::INVALID_PARAMS,
+        ),
+        (
+            json!({"blockStateCalls": [{"calls": [{"from": holder, "to": receiver}]}],
+                   "validation": true}),
+            BASE_FEE_TOO_LOW,
+        ),
+    ];
+    for (payload, code) in cases {
+        let (got, message) = refused(payload.clone()).await;
+        assert_eq!(got, code, "{payload}: {message}");
+    }
+    // Still serving.
+    let chain_id: Value = client
+        .request("eth_chainId", rpc_params![])
+        .await
+        .expect("serves");
+    assert_eq!(chain_id, "0x539");
 }

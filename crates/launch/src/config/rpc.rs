@@ -41,6 +41,8 @@ pub(super) struct RpcSection {
     max_filter_topics: Option<usize>,
     fee_history_max_blocks: Option<u64>,
     fee_history_max_percentiles: Option<usize>,
+    simulate_max_blocks: Option<u64>,
+    simulate_max_calls: Option<usize>,
     runtime_threads: Option<usize>,
     worker_threads: Option<usize>,
     /// May be zero: then a heavy request that finds every worker busy is refused at once.
@@ -160,6 +162,16 @@ impl RpcSection {
             self.fee_history_max_percentiles,
         )?;
         set(
+            &mut config.simulate_max_blocks,
+            "simulate_max_blocks",
+            self.simulate_max_blocks,
+        )?;
+        set(
+            &mut config.simulate_max_calls,
+            "simulate_max_calls",
+            self.simulate_max_calls,
+        )?;
+        set(
             &mut config.runtime_threads,
             "runtime_threads",
             self.runtime_threads,
@@ -229,6 +241,12 @@ mod tests {
         assert_eq!(config.worker_queue, 0);
         assert_eq!(config.nice, RpcConfig::default().nice);
         assert_eq!(apply("nice = 0", false).expect("zero").nice, 0);
+        let config =
+            apply("simulate_max_blocks = 16\nsimulate_max_calls = 100", false).expect("applies");
+        assert_eq!(
+            (config.simulate_max_blocks, config.simulate_max_calls),
+            (16, 100)
+        );
         let error = apply("nice = 20", false).expect_err("past 19");
         assert_eq!(
             error.to_string(),
@@ -238,7 +256,13 @@ mod tests {
 
     #[test]
     fn zeros_and_a_second_address_are_refused_by_key() {
-        for key in ["max_logs", "worker_threads", "idle_timeout_ms", "max_batch"] {
+        for key in [
+            "max_logs",
+            "worker_threads",
+            "idle_timeout_ms",
+            "max_batch",
+            "simulate_max_blocks",
+        ] {
             let error = apply(&format!("{key} = 0"), false).expect_err("zero");
             assert_eq!(
                 error.to_string(),

@@ -1,13 +1,16 @@
-//! Calls without a transaction: `eth_call`, `eth_estimateGas` and `eth_createAccessList`,
-//! run on the heavy-method workers within the configured gas cap and EVM timeout, on a
-//! block's state as the caller's state and block overrides change it.
+//! Calls without a transaction: `eth_call`, `eth_estimateGas`, `eth_createAccessList` and
+//! `eth_simulateV1` (blocks of calls, made in `eth/simulate.rs`), run on the heavy-method
+//! workers within the configured gas cap and EVM timeout, on a block's state as the
+//! caller's state and block overrides change it.
 
 use std::time::{Duration, Instant};
 
 use alloy_eips::BlockId;
 use alloy_primitives::{Bytes, TxKind, U64, U256};
 use alloy_rpc_types_eth::{
-    AccessListResult, BlockOverrides, TransactionRequest, state::StateOverride,
+    AccessListResult, BlockOverrides, TransactionRequest,
+    simulate::{SimulatePayload, SimulatedBlock},
+    state::StateOverride,
 };
 use jsonrpsee::{
     core::{RpcResult, async_trait},
@@ -53,6 +56,14 @@ pub trait EthCallApi {
         request: TransactionRequest,
         block: Option<BlockId>,
     ) -> RpcResult<AccessListResult>;
+    /// Runs calls as the transactions of blocks built on a block's state and on each
+    /// other, with block and state overrides (go-ethereum's `eth_simulateV1`).
+    #[method(name = "eth_simulateV1")]
+    async fn simulate_v1(
+        &self,
+        payload: SimulatePayload,
+        block: Option<BlockId>,
+    ) -> RpcResult<Vec<SimulatedBlock>>;
 }
 
 /// What a call pretends: accounts and a block other than the state's.
@@ -269,6 +280,17 @@ impl EthCallApiServer for Rpc {
                     error,
                 })
             })
+            .await?)
+    }
+
+    async fn simulate_v1(
+        &self,
+        payload: SimulatePayload,
+        block: Option<BlockId>,
+    ) -> RpcResult<Vec<SimulatedBlock>> {
+        let number = self.number_of(block)?;
+        Ok(self
+            .evm(move |rpc, deadline| rpc.simulate(payload, number, deadline))
             .await?)
     }
 }

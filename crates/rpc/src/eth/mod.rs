@@ -6,6 +6,7 @@ pub mod blocks;
 pub mod call;
 pub mod fees;
 pub mod filters;
+mod simulate;
 pub mod state;
 pub mod subscriptions;
 pub mod transactions;
