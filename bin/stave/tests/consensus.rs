@@ -20,8 +20,8 @@ use std::{
 use serde_json::json;
 use stave_sdk::LocalSigner;
 use support::{
-    JsonRpc, Node, account, block_id, free_ports, get, included, probe, quantity, send_beside,
-    send_transfers, wait_final, wait_for,
+    JsonRpc, Node, account, block_id, dashboard_metrics, free_ports, get, included, probe,
+    quantity, send_beside, send_transfers, wait_final, wait_for,
 };
 
 /// Sends `signal` to `node`'s process.
@@ -208,6 +208,18 @@ fn four_validators_agree_under_load_and_a_killed_one_catches_up() {
     // It imported them before its engine delivered them: certified runs from its peers.
     let caught_up = counter(&metrics, "stave_caught_up_blocks_total");
     assert!(caught_up >= 1, "blocks caught up: {caught_up}\n{metrics}");
+    // The consensus metrics the dashboard queries, on a validator that finalized blocks.
+    let metrics = nodes[0].metrics();
+    for name in dashboard_metrics()
+        .iter()
+        .filter(|name| name.starts_with("stave_consensus_"))
+    {
+        assert!(
+            metrics.contains(&format!("# TYPE {name} ")),
+            "{name} is not exported:\n{metrics}"
+        );
+    }
+    assert!(metrics.contains("stave_consensus_finalization_seconds_bucket"));
 }
 
 /// Blocks per epoch in the epochs test: at 200 ms blocks, an epoch every 2 s or less.

@@ -18,10 +18,12 @@ use std::{
 use http_body_util::Full;
 use hyper::{Request, Response, StatusCode, body::Bytes, header, service::service_fn};
 use hyper_util::rt::TokioIo;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_process::Collector;
 use stave_net::Network;
 use stave_node::ChainView;
 use stave_rpc::{SyncProgress, net::SYNCING_GAP};
+use stave_storage::LmdbStore;
 use tokio::net::TcpListener;
 
 use crate::LaunchError;
@@ -29,8 +31,20 @@ use crate::LaunchError;
 /// How often histograms are drained into the exported state.
 const UPKEEP: Duration = Duration::from_secs(5);
 
-/// What `/ready` looks at, known once the node's parts have started.
+/// Buckets of every `_seconds` histogram (stages, RPC calls, finalization): 0.5 ms to 10
+/// s. Exported as Prometheus histograms, not summaries, so nodes' figures add up across
+/// a chain (`histogram_quantile` over the sum of their buckets).
+const SECONDS_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Buckets of the txpool's eviction probes (index entries an eviction looked at).
+const PROBE_BUCKETS: [f64; 8] = [1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1024.0];
+
+/// What `/ready` and each scrape look at, known once the node's parts have started.
 pub(crate) struct ReadyParts {
+    /// The store, whose map use each scrape reports.
+    pub store: &'static LmdbStore,
     /// The chain.
     pub view: Arc<ChainView<'static>>,
     /// How far behind the chain is, on a node that takes blocks from others.
@@ -60,7 +74,16 @@ pub(crate) fn serve(
     let bound = listener.local_addr().map_err(LaunchError::io(format!(
         "reading the address bound on {addr}"
     )))?;
-    let recorder = PrometheusBuilder::new().build_recorder();
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &SECONDS_BUCKETS)
+        .and_then(|builder| {
+            builder.set_buckets_for_metric(
+                Matcher::Full("stave_txpool_eviction_probes".into()),
+                &PROBE_BUCKETS,
+            )
+        })
+        .map_err(|error| LaunchError::Config(format!("histogram buckets: {error}")))?
+        .build_recorder();
     let handle = recorder.handle();
     if metrics::set_global_recorder(recorder).is_err() {
         tracing::warn!(
@@ -69,6 +92,8 @@ pub(crate) fn serve(
         );
         return Ok(None);
     }
+    let process = Collector::default();
+    process.describe();
     let listener =
         TcpListener::from_std(listener).map_err(LaunchError::io(format!("serving on {bound}")))?;
     let upkeep = handle.clone();
@@ -78,22 +103,27 @@ pub(crate) fn serve(
             upkeep.run_upkeep();
         }
     });
-    tokio::spawn(accept(listener, handle, readiness));
+    tokio::spawn(accept(listener, handle, readiness, process));
     Ok(Some(bound))
 }
 
 /// Serves each connection on a task of its own.
-async fn accept(listener: TcpListener, handle: PrometheusHandle, readiness: Readiness) {
+async fn accept(
+    listener: TcpListener,
+    handle: PrometheusHandle,
+    readiness: Readiness,
+    process: Collector,
+) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // Out of descriptors, say: wait rather than spin.
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
-        let (handle, readiness) = (handle.clone(), readiness.clone());
+        let (handle, readiness, process) = (handle.clone(), readiness.clone(), process.clone());
         tokio::spawn(async move {
             let service = service_fn(move |request| {
-                let answer = answer(&request, &handle, &readiness);
+                let answer = answer(&request, &handle, &readiness, &process);
                 async move { Ok::<_, Infallible>(answer) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
@@ -108,9 +138,19 @@ fn answer<B>(
     request: &Request<B>,
     handle: &PrometheusHandle,
     readiness: &Readiness,
+    process: &Collector,
 ) -> Response<Full<Bytes>> {
     match request.uri().path() {
-        "/metrics" => text(StatusCode::OK, handle.render()),
+        "/metrics" => {
+            // Read at each scrape: the process's CPU, memory and descriptors, and the map.
+            process.collect();
+            if let Some(parts) = readiness.get() {
+                let space = parts.store.space();
+                metrics::gauge!("stave_storage_map_bytes").set(space.map_bytes as f64);
+                metrics::gauge!("stave_storage_map_used_bytes").set(space.used_bytes as f64);
+            }
+            text(StatusCode::OK, handle.render())
+        }
         "/health" => text(StatusCode::OK, "ok\n".into()),
         "/ready" => match readiness.get().map(not_ready) {
             None => text(StatusCode::SERVICE_UNAVAILABLE, "starting\n".into()),

@@ -201,6 +201,7 @@ impl RunningNode {
             .with_fill_rounds(config.block_fill_rounds);
         let parts = Parts {
             config,
+            store,
             datadir,
             view,
             pool,
@@ -340,6 +341,7 @@ impl Running {
 /// What the async part of the start needs.
 struct Parts {
     config: NodeConfig,
+    store: &'static LmdbStore,
     datadir: PathBuf,
     view: Arc<ChainView<'static>>,
     pool: Arc<TxPool>,
@@ -353,6 +355,7 @@ impl Parts {
     async fn launch(self, runtime: &Runtime) -> Result<(RunningNode, Tasks), LaunchError> {
         let Parts {
             config,
+            store,
             datadir,
             view,
             pool,
@@ -400,6 +403,7 @@ impl Parts {
             highest_block: highest_block.clone(),
         });
         let _ = readiness.set(metrics::ReadyParts {
+            store,
             view: view.clone(),
             sync: sync.clone(),
             network: network.clone(),

@@ -5,7 +5,7 @@
 //! spin.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     io,
     net::IpAddr,
     pin::Pin,
@@ -19,6 +19,7 @@ use std::{
 
 use jsonrpsee::{
     Methods,
+    core::middleware::RpcServiceBuilder,
     server::{Server, ServerConfig, StopHandle, serve_with_graceful_shutdown},
 };
 use parking_lot::Mutex;
@@ -28,7 +29,7 @@ use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore},
 };
 
-use crate::config::RpcConfig;
+use crate::{config::RpcConfig, metered::Metered};
 
 /// How long the loop waits after `accept` fails before it tries again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -71,20 +72,26 @@ impl Drop for IpSlot {
     }
 }
 
-/// Accepts connections on `listener` and serves `methods` on each (as `server` says),
-/// within `config`'s limits, until `stop` says the server stops.
+/// Accepts connections on `listener` and serves `methods` (with their names, the labels
+/// of their metrics) on each, as `server` says, within `config`'s limits, until `stop`
+/// says the server stops.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     server: ServerConfig,
-    methods: Methods,
+    (methods, names): (Methods, Arc<HashSet<&'static str>>),
     stop: StopHandle,
     config: RpcConfig,
 ) {
     // `NodeConfig::check` refused origins the layer cannot use.
     let cors = crate::cors::layer(&config.cors_origins).unwrap_or_default();
+    let max_response_bytes = config.max_response_bytes as usize;
     let service = Server::builder()
         .set_config(server)
         .set_http_middleware(tower::ServiceBuilder::new().option_layer(cors))
+        .set_rpc_middleware(
+            RpcServiceBuilder::new()
+                .layer_fn(move |service| Metered::new(service, names.clone(), max_response_bytes)),
+        )
         .to_service_builder();
     let total = Arc::new(Semaphore::new(config.max_connections as usize));
     let per_ip = Arc::new(PerIp::default());

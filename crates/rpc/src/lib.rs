@@ -29,6 +29,7 @@ pub mod dev;
 pub mod error;
 pub mod eth;
 mod limits;
+mod metered;
 pub mod net;
 mod rpc;
 mod server;

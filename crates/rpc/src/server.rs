@@ -202,8 +202,15 @@ async fn serve(ctx: NodeContext) -> Result<(SocketAddr, ServerHandle, JoinHandle
         })?;
     let addr = listener.local_addr().map_err(RpcError::internal)?;
     let (stop, handle) = stop_channel();
-    let methods = methods(ctx)?.into();
-    let serving = tokio::spawn(accept_loop(listener, server_config, methods, stop, config));
+    let module = methods(ctx)?;
+    let names = Arc::new(module.method_names().collect());
+    let serving = tokio::spawn(accept_loop(
+        listener,
+        server_config,
+        (module.into(), names),
+        stop,
+        config,
+    ));
     Ok((addr, handle, serving))
 }
 

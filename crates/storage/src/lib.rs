@@ -33,4 +33,4 @@ pub mod read;
 
 pub use error::StorageError;
 pub use kv::{KeyValue, KvStore, Op, Table, WriteBatch};
-pub use lmdb::{DEFAULT_MAP_SIZE, LmdbOptions, LmdbStore};
+pub use lmdb::{DEFAULT_MAP_SIZE, LmdbOptions, LmdbStore, MapSpace};

@@ -68,7 +68,28 @@ impl LmdbOptions {
     }
 }
 
+/// How much of its map a data dir uses: what a full map (`StorageError::MapFull`) is
+/// measured against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapSpace {
+    /// The map's size: the most the data dir can hold.
+    pub map_bytes: u64,
+    /// The pages in use up to the highest one written (freed pages below it are reused
+    /// before the map grows).
+    pub used_bytes: u64,
+}
+
 impl LmdbStore {
+    /// How much of the map the data dir uses now.
+    pub fn space(&self) -> MapSpace {
+        let info = self.env.info();
+        let page = u64::from(self.env.unnamed_database_stat().page_size);
+        MapSpace {
+            map_bytes: info.map_size as u64,
+            used_bytes: (info.last_page_number as u64 + 1) * page,
+        }
+    }
+
     /// Opens (creating if needed) the data dir at `path` with a map of `map_size` bytes.
     pub fn open(path: &Path, map_size: usize) -> Result<Self, StorageError> {
         Self::open_with(path, LmdbOptions::new(map_size))

@@ -3,18 +3,19 @@
 //! and tracking how far marshal's finalized tip runs ahead.
 
 use std::{
+    collections::BTreeMap,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
         mpsc,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use commonware_actor::Feedback;
 use commonware_codec::Encode as _;
 use commonware_consensus::{
-    Application, Heightable, Reporter,
+    Application, Heightable, Reporter, Viewable,
     marshal::{Update, ancestry::Ancestry},
     simplex::{
         scheme::ed25519::Scheme,
@@ -106,6 +107,7 @@ impl StaveApp {
     pub fn finalizations(&self) -> FinalizationRecorder {
         FinalizationRecorder {
             requests: self.requests.clone(),
+            views: Arc::default(),
         }
     }
 
@@ -236,16 +238,67 @@ impl Reporter for StaveApp {
 }
 
 /// Simplex's reporter for finalization certificates: each goes to the chain actor as a
-/// [`Request::Certificate`]; other activity is ignored.
+/// [`Request::Certificate`]. All activity also moves the consensus metrics: the highest
+/// view seen (`stave_consensus_view`) and, per finalized view, the time from the first
+/// activity this node saw in it to its finalization certificate
+/// (`stave_consensus_finalization_seconds`).
 #[derive(Clone)]
 pub struct FinalizationRecorder {
     requests: mpsc::Sender<Request>,
+    views: Arc<std::sync::Mutex<ViewClock>>,
+}
+
+/// When this node first saw activity in each view not finalized yet, the highest view
+/// seen, and the highest finalized.
+#[derive(Debug, Default)]
+struct ViewClock {
+    first_seen: BTreeMap<u64, Instant>,
+    highest: u64,
+    finalized: Option<u64>,
+}
+
+impl ViewClock {
+    /// Notes activity in `view`; returns the highest view seen. Late votes of finalized
+    /// views start no clock.
+    fn saw(&mut self, view: u64) -> u64 {
+        if self.finalized.is_none_or(|finalized| view > finalized) {
+            self.first_seen.entry(view).or_insert_with(Instant::now);
+        }
+        self.highest = self.highest.max(view);
+        self.highest
+    }
+
+    /// `view` is finalized: how long since it was first seen; every view up to it is
+    /// forgotten (the ones it skipped are settled too).
+    fn finalized(&mut self, view: u64) -> Option<Duration> {
+        let started = self.first_seen.get(&view).map(Instant::elapsed);
+        self.first_seen = self.first_seen.split_off(&(view + 1));
+        self.finalized = Some(self.finalized.map_or(view, |finalized| finalized.max(view)));
+        started
+    }
 }
 
 impl Reporter for FinalizationRecorder {
     type Activity = Activity<Scheme, Digest>;
 
     fn report(&mut self, activity: Self::Activity) -> Feedback {
+        let view = activity.view().get();
+        let latency = {
+            let mut views = self
+                .views
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let highest = views.saw(view);
+            metrics::gauge!("stave_consensus_view").set(highest as f64);
+            match &activity {
+                Activity::Finalization(_) => views.finalized(view),
+                _ => None,
+            }
+        };
+        if let Some(latency) = latency {
+            metrics::histogram!("stave_consensus_finalization_seconds")
+                .record(latency.as_secs_f64());
+        }
         let Activity::Finalization(finalization) = activity else {
             return Feedback::Ok;
         };
@@ -264,6 +317,21 @@ impl Reporter for FinalizationRecorder {
 #[cfg(test)]
 mod tests {
     use commonware_consensus::types::{Epoch, Height, Round, View};
+
+    #[test]
+    fn a_view_is_timed_from_its_first_activity_and_late_votes_start_no_clock() {
+        let mut clock = super::ViewClock::default();
+        assert_eq!(clock.saw(3), 3);
+        assert_eq!(clock.saw(4), 4);
+        std::thread::sleep(Duration::from_millis(5));
+        let latency = clock.finalized(3).expect("seen");
+        assert!(latency >= Duration::from_millis(5));
+        // View 4 is still timed; view 3's late votes start nothing.
+        assert_eq!(clock.saw(3), 4);
+        assert_eq!(clock.finalized(3), None);
+        assert!(clock.finalized(4).is_some());
+        assert!(clock.first_seen.is_empty());
+    }
     use commonware_utils::{Acknowledgement, acknowledgement::Exact};
     use stave_primitives::{Block, Header};
 

@@ -213,7 +213,9 @@ pub fn get(addr: SocketAddr, path: &str) -> String {
     answer
 }
 
-/// The names of the `stave_` metrics the Grafana dashboard in `ops/grafana` queries.
+/// The names of the metrics the Grafana dashboard in `ops/grafana` queries (the node's
+/// `stave_` ones and the `process_` ones), each as the `# TYPE` line of a scrape names
+/// it: a histogram's `_bucket`, `_sum` and `_count` series under its own name.
 pub fn dashboard_metrics() -> Vec<String> {
     // Both crates that include this file sit two levels below the workspace root.
     let dashboard = std::fs::read_to_string(concat!(
@@ -227,16 +229,26 @@ pub fn dashboard_metrics() -> Vec<String> {
         for target in panel["targets"].as_array().expect("targets") {
             let expr = target["expr"].as_str().expect("expr");
             let mut rest = expr;
-            while let Some(at) = rest.find("stave_") {
+            while let Some(at) = ["stave_", "process_"]
+                .iter()
+                .filter_map(|prefix| rest.find(prefix))
+                .min()
+            {
                 let name: String = rest[at..]
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                     .collect();
                 rest = &rest[at + name.len()..];
-                used.push(name);
+                let base = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| name.strip_suffix(suffix))
+                    .unwrap_or(&name);
+                used.push(base.to_owned());
             }
         }
     }
+    used.sort();
+    used.dedup();
     used
 }
 
