@@ -430,3 +430,63 @@ fn log_format_json_writes_one_json_object_an_event() {
     assert!(block["timestamp"].is_string());
     assert!(block["fields"]["number"].is_u64());
 }
+
+/// `ops/systemd/stave.service` runs a node as written (its config where the unit expects
+/// it: a one-validator chain's), the node logs to the journal in JSON, and the unit's stop
+/// signal stops it cleanly.
+#[test]
+fn the_systemd_unit_runs_a_node_and_its_stop_signal_stops_it_cleanly() {
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../ops/systemd/stave.service"
+    ))
+    .expect("the unit");
+    let setting = |key: &str| {
+        unit.lines()
+            .find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("no {key} in the unit"))
+    };
+    assert_eq!(setting("KillSignal"), "SIGTERM");
+    let mut words = setting("ExecStart").split_whitespace();
+    assert_eq!(words.next(), Some("/usr/local/bin/stave"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (rpc, metrics, p2p) = (
+        support::free_port(),
+        support::free_port(),
+        support::free_port(),
+    );
+    let init = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .args(["testnet", "init", "--nodes", "1", "--dir"])
+        .arg(dir.path().join("net"))
+        .args(["--rpc-port", &rpc.to_string()])
+        .args(["--metrics-port", &metrics.to_string()])
+        .args(["--p2p-port", &p2p.to_string()])
+        .output()
+        .expect("runs");
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let config = dir.path().join("net/node0/config.toml");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
+    for word in words {
+        match word {
+            "/etc/stave/config.toml" => command.arg(&config),
+            other => command.arg(other),
+        };
+    }
+    command.env("RUST_LOG", "info");
+    let mut node = Node::launch(command, rpc, metrics);
+    support::wait_for("a block", Duration::from_secs(30), || node.head() >= 1);
+    let pid = libc::pid_t::try_from(node.child.id()).expect("a pid");
+    // SAFETY: `kill` only sends a signal to the test's own child process.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let exit = node.exit_within(Duration::from_secs(30)).expect("stops");
+    assert!(exit.success(), "{exit:?}");
+    let stderr = node.stderr();
+    assert!(stderr.lines().count() >= 2, "{stderr}");
+    for line in stderr.lines() {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}"));
+    }
+}

@@ -34,9 +34,18 @@ pub struct TestnetLayout {
     /// How many validators (BFT tolerates f faulty ones among 3f+1).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=100)))]
     pub nodes: u16,
-    /// Address every node listens on.
+    /// Address every node listens on (node i on the base ports plus i).
     #[cfg_attr(feature = "clap", arg(long, default_value = "127.0.0.1"))]
     pub host: IpAddr,
+    /// One address per node, in node order (validators, spare ones, full nodes), for a
+    /// chain across machines: node i listens on its own address at the base ports, and
+    /// its directory holds a copy of the genesis, so it can be copied to its machine as
+    /// it is. Replaces `host`.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_delimiter = ',', conflicts_with = "host")
+    )]
+    pub hosts: Vec<IpAddr>,
     /// JSON-RPC port of node 0; node i serves on this + i.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 8545))]
     pub rpc_port: u16,
@@ -80,6 +89,7 @@ impl TestnetLayout {
         Self {
             nodes,
             host: IpAddr::from([127, 0, 0, 1]),
+            hosts: Vec::new(),
             rpc_port: 8545,
             metrics_port: 9001,
             p2p_port: 30300,
@@ -145,13 +155,25 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
     let all = with_keys
         .checked_add(layout.full_nodes)
         .ok_or_else(|| LaunchError::Config("too many nodes".into()))?;
+    let across_machines = !layout.hosts.is_empty();
+    if across_machines && layout.hosts.len() != usize::from(all) {
+        return Err(LaunchError::Config(format!(
+            "--hosts names {} addresses for {all} nodes: give one per node, in node order",
+            layout.hosts.len()
+        )));
+    }
     let members = (0..all)
         .map(|i| {
+            // One machine: node i at the base ports plus i. One machine each: the base ports.
+            let (host, offset) = match layout.hosts.get(usize::from(i)) {
+                Some(host) => (*host, 0),
+                None => (layout.host, i),
+            };
             Ok(Member {
                 name: node_name(i),
-                rpc: SocketAddr::new(layout.host, port(layout.rpc_port, i, "RPC")?),
-                metrics: SocketAddr::new(layout.host, port(layout.metrics_port, i, "metrics")?),
-                p2p: SocketAddr::new(layout.host, port(layout.p2p_port, i, "P2P")?),
+                rpc: SocketAddr::new(host, port(layout.rpc_port, offset, "RPC")?),
+                metrics: SocketAddr::new(host, port(layout.metrics_port, offset, "metrics")?),
+                p2p: SocketAddr::new(host, port(layout.p2p_port, offset, "P2P")?),
                 seed: (i < with_keys).then(rand::random),
             })
         })
@@ -228,6 +250,12 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
         write_new(&node_dir.join("node.pem"), &cert, false)?;
         write_new(&node_dir.join("node.key"), &key, true)?;
         write_new(&node_dir.join("ca.pem"), &ca_pem, false)?;
+        let genesis = if across_machines {
+            write_new(&node_dir.join("genesis.json"), &spec.to_json(), false)?;
+            "genesis.json"
+        } else {
+            "../genesis.json"
+        };
         let peers: String = members
             .iter()
             .filter(|other| other.name != member.name)
@@ -256,7 +284,7 @@ pub fn init(dir: &Path, layout: &TestnetLayout) -> Result<Vec<TestnetMember>, La
         };
         let config = format!(
             "# {role} (`stave node --config {config_path}`).\n\
-             datadir = \"data\"\ngenesis = \"../genesis.json\"\n\
+             datadir = \"data\"\ngenesis = \"{genesis}\"\n\
              metrics_addr = \"{metrics}\"\nblock_time_ms = {block_time}\n{rpc}\n\
              [consensus]\n{consensus}\n\n\
              [p2p]\nlisten = \"{p2p}\"\nca = \"ca.pem\"\ncert = \"node.pem\"\nkey = \"node.key\"\n\
@@ -420,5 +448,52 @@ fn stop_all(children: &mut [(usize, Child)], mut report: impl FnMut(NodesEvent))
             let _ = child.kill();
         }
         let _ = child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NodeConfig;
+
+    #[test]
+    fn a_testnet_across_machines_puts_each_node_on_its_address_and_each_dir_stands_alone() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let hosts: Vec<IpAddr> = (1..=5).map(|i| IpAddr::from([10, 0, 0, i])).collect();
+        let layout = TestnetLayout {
+            hosts: hosts.clone(),
+            full_nodes: 1,
+            ..TestnetLayout::new(4)
+        };
+        let members = init(&dir.path().join("net"), &layout).expect("writes");
+        assert_eq!(members.len(), 5);
+        for (i, member) in members.iter().enumerate() {
+            // Copied alone to its machine, a node's directory is all it needs.
+            let machine = tempfile::tempdir().expect("temp dir");
+            let source = member.config.parent().expect("a node dir");
+            for file in std::fs::read_dir(source).expect("lists") {
+                let file = file.expect("an entry");
+                std::fs::copy(file.path(), machine.path().join(file.file_name())).expect("copies");
+            }
+            let config =
+                NodeConfig::from_toml_file(&machine.path().join("config.toml")).expect("loads");
+            assert_eq!(config.genesis.validators().len(), 4);
+            assert_eq!(config.rpc.addr, SocketAddr::new(hosts[i], 8545));
+            let p2p = config.p2p.expect("a network");
+            assert_eq!(p2p.listen, SocketAddr::new(hosts[i], 30300));
+            let mut peers: Vec<SocketAddr> = p2p.peers.iter().map(|peer| peer.address).collect();
+            peers.sort();
+            let others: Vec<SocketAddr> = (0..5)
+                .filter(|j| *j != i)
+                .map(|j| SocketAddr::new(hosts[j], 30300))
+                .collect();
+            assert_eq!(peers, others, "node {i}");
+        }
+        let short = TestnetLayout {
+            hosts: hosts[..3].to_vec(),
+            ..TestnetLayout::new(4)
+        };
+        let refused = init(&dir.path().join("short"), &short).expect_err("refused");
+        assert!(refused.to_string().contains("one per node"), "{refused}");
     }
 }
