@@ -25,7 +25,7 @@
 
 use std::{collections::BTreeMap, marker::PhantomData, sync::atomic::AtomicU64, time::Instant};
 
-use alloy_consensus::{SignableTransaction, TxEip1559, TxEip2930, TxEnvelope, TxLegacy};
+use alloy_consensus::Signed;
 use alloy_primitives::{
     Address, B256, Bytes, Log, LogData, Signature, TxKind, U256, address, b256, logs_bloom,
 };
@@ -55,8 +55,8 @@ use revm::{
     state::EvmState,
 };
 use stave_primitives::{
-    Header, Receipt, SerialLeaves, SignedTx, StateDiff, StateError, StateReader, merkle_root,
-    receipts_root, state_root,
+    GasFee, Header, Receipt, SerialLeaves, SignedTx, StateDiff, StateError, StateReader, TxFields,
+    merkle_root, receipts_root, state_root,
 };
 
 use crate::{
@@ -102,56 +102,10 @@ pub struct SimCall {
     pub access_list: AccessList,
 }
 
-/// What a simulated call offers to pay for gas, as the request names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SimFee {
-    /// `gasPrice`: a legacy transaction (EIP-2930 with an access list).
-    Legacy {
-        /// Wei per gas.
-        gas_price: u128,
-    },
-    /// `maxFeePerGas` and `maxPriorityFeePerGas` (zero where not named): an EIP-1559
-    /// transaction.
-    Dynamic {
-        /// Most wei per gas, base fee included.
-        max_fee: u128,
-        /// Most wei per gas to the proposer.
-        priority_fee: u128,
-    },
-}
-
-/// No fee: an EIP-1559 transaction offering nothing, as go-ethereum fills it in.
-impl Default for SimFee {
-    fn default() -> Self {
-        Self::Dynamic {
-            max_fee: 0,
-            priority_fee: 0,
-        }
-    }
-}
-
-impl SimFee {
-    /// True when it offers nothing: without validation, such a call runs at a base fee of
-    /// zero (go-ethereum's `NoBaseFee`), whatever the block's.
-    fn is_zero(self) -> bool {
-        matches!(
-            self,
-            Self::Legacy { gas_price: 0 }
-                | Self::Dynamic {
-                    max_fee: 0,
-                    priority_fee: 0
-                }
-        )
-    }
-
-    /// The gas price revm holds: the legacy price, or the fee cap.
-    fn max_fee(self) -> u128 {
-        match self {
-            Self::Legacy { gas_price } => gas_price,
-            Self::Dynamic { max_fee, .. } => max_fee,
-        }
-    }
-}
+/// What a simulated call offers to pay for gas, as the request names it. One that offers
+/// nothing runs, without validation, at a base fee of zero (go-ethereum's `NoBaseFee`),
+/// whatever the block's.
+pub type SimFee = GasFee;
 
 impl SimCall {
     /// The call with its `gas` and `nonce` settled, as revm's transaction on `chain_id`.
@@ -178,51 +132,20 @@ impl SimCall {
     /// signature, as go-ethereum's): what its hash, and the block's transactions root,
     /// are computed from.
     fn unsigned_tx(&self, chain_id: u64, gas: u64, nonce: u64) -> SignedTx {
+        let tx = TxFields {
+            chain_id,
+            nonce,
+            gas_limit: gas,
+            to: self.to.map_or(TxKind::Create, TxKind::Call),
+            value: self.value,
+            input: self.input.clone(),
+            access_list: self.access_list.clone(),
+            fee: self.fee,
+        }
+        .typed();
         let signature = Signature::new(U256::ZERO, U256::ZERO, false);
-        let to = self.to.map_or(TxKind::Create, TxKind::Call);
-        let (value, input) = (self.value, self.input.clone());
-        let envelope: TxEnvelope = match self.fee {
-            SimFee::Legacy { gas_price } if self.access_list.is_empty() => TxLegacy {
-                chain_id: Some(chain_id),
-                nonce,
-                gas_price,
-                gas_limit: gas,
-                to,
-                value,
-                input,
-            }
-            .into_signed(signature)
-            .into(),
-            SimFee::Legacy { gas_price } => TxEip2930 {
-                chain_id,
-                nonce,
-                gas_price,
-                gas_limit: gas,
-                to,
-                value,
-                access_list: self.access_list.clone(),
-                input,
-            }
-            .into_signed(signature)
-            .into(),
-            SimFee::Dynamic {
-                max_fee,
-                priority_fee,
-            } => TxEip1559 {
-                chain_id,
-                nonce,
-                gas_limit: gas,
-                max_fee_per_gas: max_fee,
-                max_priority_fee_per_gas: priority_fee,
-                to,
-                value,
-                access_list: self.access_list.clone(),
-                input,
-            }
-            .into_signed(signature)
-            .into(),
-        };
-        SignedTx::from_envelope(envelope)
+        let hash = tx.tx_hash(&signature);
+        SignedTx::from_envelope(Signed::new_unchecked(tx, signature, hash).into())
     }
 }
 

@@ -46,8 +46,8 @@ pub use stored_diff::{
     encode_stored_diff,
 };
 pub use transaction::{
-    IntrinsicGas, MAX_INITCODE_SIZE, MAX_TX_SIZE, RecoveredTx, SignedTx, TxSummary,
-    decode_and_validate,
+    GasFee, IntrinsicGas, MAX_INITCODE_SIZE, MAX_TX_SIZE, RecoveredTx, SignedTx, TxFields,
+    TxSummary, decode_and_validate,
 };
 
 /// The EVM fork whose rules Stave applies: Prague.

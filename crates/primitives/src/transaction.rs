@@ -286,3 +286,129 @@ pub struct TxSummary {
     /// Encoded size in bytes.
     pub size: usize,
 }
+
+/// What a transaction offers to pay for gas, as a JSON-RPC request names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GasFee {
+    /// `gasPrice`: a legacy transaction (EIP-2930 with an access list).
+    Legacy {
+        /// Wei per gas.
+        gas_price: u128,
+    },
+    /// `maxFeePerGas` and `maxPriorityFeePerGas`: an EIP-1559 transaction.
+    Dynamic {
+        /// Most wei per gas, base fee included.
+        max_fee: u128,
+        /// Most wei per gas to the proposer.
+        priority_fee: u128,
+    },
+}
+
+/// No fee: an EIP-1559 transaction offering nothing, as go-ethereum fills one in.
+impl Default for GasFee {
+    fn default() -> Self {
+        Self::Dynamic {
+            max_fee: 0,
+            priority_fee: 0,
+        }
+    }
+}
+
+impl GasFee {
+    /// True when it offers nothing.
+    pub fn is_zero(self) -> bool {
+        matches!(
+            self,
+            Self::Legacy { gas_price: 0 }
+                | Self::Dynamic {
+                    max_fee: 0,
+                    priority_fee: 0
+                }
+        )
+    }
+
+    /// The most it pays per gas: the legacy price, or the fee cap.
+    pub fn max_fee(self) -> u128 {
+        match self {
+            Self::Legacy { gas_price } => gas_price,
+            Self::Dynamic { max_fee, .. } => max_fee,
+        }
+    }
+}
+
+/// A transaction a node builds for a caller before it is signed (a dev node's
+/// `eth_sendTransaction`, a simulated call): every field settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxFields {
+    /// The chain it is for.
+    pub chain_id: u64,
+    /// Its sender's nonce.
+    pub nonce: u64,
+    /// Its gas limit.
+    pub gas_limit: u64,
+    /// A call's target, or a creation.
+    pub to: TxKind,
+    /// Wei sent.
+    pub value: U256,
+    /// Calldata, or initcode.
+    pub input: Bytes,
+    /// Addresses and slots warmed (EIP-2930).
+    pub access_list: alloy_eips::eip2930::AccessList,
+    /// What it pays for gas.
+    pub fee: GasFee,
+}
+
+impl TxFields {
+    /// The transaction of these fields: legacy for a gas price without an access list,
+    /// EIP-2930 for one with, EIP-1559 for a fee cap.
+    pub fn typed(self) -> alloy_consensus::TypedTransaction {
+        use alloy_consensus::{TxEip1559, TxEip2930, TxLegacy, TypedTransaction};
+        let Self {
+            chain_id,
+            nonce,
+            gas_limit,
+            to,
+            value,
+            input,
+            access_list,
+            fee,
+        } = self;
+        match fee {
+            GasFee::Legacy { gas_price } if access_list.is_empty() => {
+                TypedTransaction::Legacy(TxLegacy {
+                    chain_id: Some(chain_id),
+                    nonce,
+                    gas_price,
+                    gas_limit,
+                    to,
+                    value,
+                    input,
+                })
+            }
+            GasFee::Legacy { gas_price } => TypedTransaction::Eip2930(TxEip2930 {
+                chain_id,
+                nonce,
+                gas_price,
+                gas_limit,
+                to,
+                value,
+                access_list,
+                input,
+            }),
+            GasFee::Dynamic {
+                max_fee,
+                priority_fee,
+            } => TypedTransaction::Eip1559(TxEip1559 {
+                chain_id,
+                nonce,
+                gas_limit,
+                max_fee_per_gas: max_fee,
+                max_priority_fee_per_gas: priority_fee,
+                to,
+                value,
+                access_list,
+                input,
+            }),
+        }
+    }
+}

@@ -16,7 +16,7 @@ use std::{
     },
 };
 
-use alloy_consensus::{TxEip1559, TxEip2930, TxLegacy, TypedTransaction};
+use alloy_consensus::TypedTransaction;
 use alloy_dyn_abi::eip712::TypedData;
 use alloy_primitives::{
     Address, B256, Bytes, Signature, TxKind, U64, U256, eip191_hash_message, keccak256,
@@ -30,6 +30,7 @@ use jsonrpsee::{
     proc_macros::rpc,
 };
 use serde::Deserialize;
+use stave_primitives::{GasFee, TxFields};
 use stave_sdk::LocalSigner;
 
 use crate::{
@@ -251,31 +252,9 @@ impl Rpc {
                 .map_err(|error| RpcError::Internal(error.message().to_owned()))?
                 .to(),
         };
-        let chain_id = request.chain_id.unwrap_or(self.ctx.view.spec().chain_id());
-        let to = request.to.unwrap_or(TxKind::Create);
-        let value = request.value.unwrap_or_default();
-        let input = request.input.input().cloned().unwrap_or_default();
-        let tx = match (request.gas_price, request.access_list) {
-            (Some(gas_price), None) => TypedTransaction::Legacy(TxLegacy {
-                chain_id: Some(chain_id),
-                nonce,
-                gas_price,
-                gas_limit: gas,
-                to,
-                value,
-                input,
-            }),
-            (Some(gas_price), Some(access_list)) => TypedTransaction::Eip2930(TxEip2930 {
-                chain_id,
-                nonce,
-                gas_price,
-                gas_limit: gas,
-                to,
-                value,
-                input,
-                access_list,
-            }),
-            (None, access_list) => {
+        let fee = match request.gas_price {
+            Some(gas_price) => GasFee::Legacy { gas_price },
+            None => {
                 let tip = request
                     .max_priority_fee_per_gas
                     .unwrap_or(self.ctx.config.suggested_tip);
@@ -284,19 +263,23 @@ impl Rpc {
                         .view
                         .with_state(None, |_, header| header.base_fee_per_gas)?,
                 );
-                TypedTransaction::Eip1559(TxEip1559 {
-                    chain_id,
-                    nonce,
-                    gas_limit: gas,
-                    max_fee_per_gas: request.max_fee_per_gas.unwrap_or(2 * base_fee + tip),
-                    max_priority_fee_per_gas: tip,
-                    to,
-                    value,
-                    access_list: access_list.unwrap_or_default(),
-                    input,
-                })
+                GasFee::Dynamic {
+                    max_fee: request.max_fee_per_gas.unwrap_or(2 * base_fee + tip),
+                    priority_fee: tip,
+                }
             }
         };
+        let tx = TxFields {
+            chain_id: request.chain_id.unwrap_or(self.ctx.view.spec().chain_id()),
+            nonce,
+            gas_limit: gas,
+            to: request.to.unwrap_or(TxKind::Create),
+            value: request.value.unwrap_or_default(),
+            input: request.input.input().cloned().unwrap_or_default(),
+            access_list: request.access_list.unwrap_or_default(),
+            fee,
+        }
+        .typed();
         Ok(tx)
     }
 
