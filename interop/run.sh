@@ -96,6 +96,14 @@ key="$("$stave" keys show --dev --index 1 | python3 -c 'import sys,json; print(j
 node "$here/browser.mjs" "$puppeteer_modules" "$port" "$((port + 2))"
 kill -TERM $restricted_pid
 wait $restricted_pid
+# The node's web console in Chromium, while a load runs; screenshots kept for people.
+"$stave" load --rpc "http://127.0.0.1:$port" --accounts 20 --first-account 10 --rate 300 \
+    --duration 40s >/dev/null 2>&1 &
+load_pid=$!
+node "$here/console.mjs" "$puppeteer_modules" "$((port + 1))" \
+    "${CONSOLE_SHOTS:-${CARGO_TARGET_DIR:-$HOME/.cache/stave-target}/console}"
+kill $load_pid 2>/dev/null || true
+wait $load_pid 2>/dev/null || true
 # Metrics are served while the node runs.
 curl -sf "http://127.0.0.1:$((port + 1))/metrics" | grep -q stave_stage_seconds
 kill -TERM $node_pid

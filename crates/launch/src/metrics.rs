@@ -1,7 +1,10 @@
 //! The node's operations endpoint, on its metrics address: `/metrics` (Prometheus),
 //! `/health` (the process serves: 200) and `/ready` (200 once the node can serve its
 //! users, 503 with the reasons otherwise), for Prometheus, load balancers and
-//! orchestrators.
+//! orchestrators; and the web console (`/`, one page embedded in the binary) with the
+//! read-only JSON-RPC it calls (`/rpc`: `stave_rpc::ConsoleRpc`, reads only, one call a
+//! request, answered by the node's own methods in process, so the console needs neither the
+//! JSON-RPC port nor CORS, and changes nothing).
 //!
 //! The Prometheus recorder is global to the process (the `metrics` facade has one), so only
 //! the first node of a process that asks for metrics serves them; a later one runs without
@@ -41,8 +44,17 @@ const SECONDS_BUCKETS: [f64; 14] = [
 /// Buckets of the txpool's eviction probes (index entries an eviction looked at).
 const PROBE_BUCKETS: [f64; 8] = [1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1024.0];
 
-/// What `/ready` and each scrape look at, known once the node's parts have started.
+/// The console page (HTML, CSS and script in one file: no other request than its own).
+const CONSOLE_PAGE: &str = include_str!("console.html");
+
+/// The largest console JSON-RPC request read.
+const CONSOLE_REQUEST_BYTES: usize = 16 * 1024;
+
+/// What `/ready`, each scrape and the console look at, known once the node's parts have
+/// started.
 pub(crate) struct ReadyParts {
+    /// The read-only JSON-RPC the console calls.
+    pub console: stave_rpc::ConsoleRpc,
     /// The store, whose map use each scrape reports.
     pub store: &'static LmdbStore,
     /// The chain.
@@ -123,14 +135,55 @@ async fn accept(
         let (handle, readiness, process) = (handle.clone(), readiness.clone(), process.clone());
         tokio::spawn(async move {
             let service = service_fn(move |request| {
-                let answer = answer(&request, &handle, &readiness, &process);
-                async move { Ok::<_, Infallible>(answer) }
+                let (handle, readiness, process) =
+                    (handle.clone(), readiness.clone(), process.clone());
+                async move {
+                    let answer = match request.uri().path() {
+                        "/rpc" => console_rpc(request, &readiness).await,
+                        _ => answer(&request, &handle, &readiness, &process),
+                    };
+                    Ok::<_, Infallible>(answer)
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
     }
+}
+
+/// The console's JSON-RPC call in `request` (a POST of at most [`CONSOLE_REQUEST_BYTES`]),
+/// answered by the node's read methods.
+async fn console_rpc(
+    request: Request<hyper::body::Incoming>,
+    readiness: &Readiness,
+) -> Response<Full<Bytes>> {
+    if request.method() != hyper::Method::POST {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "POST a JSON-RPC call\n".into(),
+        );
+    }
+    let Some(parts) = readiness.get() else {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "starting\n".into());
+    };
+    let body = http_body_util::Limited::new(request.into_body(), CONSOLE_REQUEST_BYTES);
+    let Ok(body) = http_body_util::BodyExt::collect(body).await else {
+        return text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "a call of at most 16 KiB\n".into(),
+        );
+    };
+    let body = body.to_bytes();
+    let Ok(call) = std::str::from_utf8(&body) else {
+        return text(StatusCode::BAD_REQUEST, "not UTF-8\n".into());
+    };
+    let mut response = Response::new(Full::new(Bytes::from(parts.console.call(call).await)));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// The answer to one request.
@@ -141,6 +194,14 @@ fn answer<B>(
     process: &Collector,
 ) -> Response<Full<Bytes>> {
     match request.uri().path() {
+        "/" => {
+            let mut page = text(StatusCode::OK, CONSOLE_PAGE.into());
+            page.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            page
+        }
         "/metrics" => {
             // Read at each scrape: the process's CPU, memory and descriptors, and the map.
             process.collect();
@@ -159,7 +220,7 @@ fn answer<B>(
         },
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: /metrics, /health, /ready\n".into(),
+            "not found: /, /rpc, /metrics, /health, /ready\n".into(),
         ),
     }
 }

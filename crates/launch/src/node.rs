@@ -402,13 +402,6 @@ impl Parts {
             starting_block: head,
             highest_block: highest_block.clone(),
         });
-        let _ = readiness.set(metrics::ReadyParts {
-            store,
-            view: view.clone(),
-            sync: sync.clone(),
-            network: network.clone(),
-            datadir: datadir.clone(),
-        });
         // A dev node's JSON-RPC signs with its funded accounts and steers block making.
         let dev_mining = (matches!(config.role, Role::Producer) && !config.dev_accounts.is_empty())
             .then(|| Arc::new(producer::DevMining::default()));
@@ -440,6 +433,14 @@ impl Parts {
             }),
             dev,
         };
+        let _ = readiness.set(metrics::ReadyParts {
+            console: stave_rpc::ConsoleRpc::new(ctx.clone())?,
+            store,
+            view: view.clone(),
+            sync: ctx.sync.clone(),
+            network: network.clone(),
+            datadir: datadir.clone(),
+        });
         let server = match config.rpc_enabled {
             true => {
                 let mut server = stave_rpc::start(ctx).await?;

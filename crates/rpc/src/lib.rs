@@ -22,6 +22,7 @@
 
 mod config;
 mod connections;
+mod console;
 pub mod convert;
 pub mod cors;
 pub mod debug;
@@ -39,5 +40,6 @@ pub mod txpool;
 mod workers;
 
 pub use config::RpcConfig;
+pub use console::{CONSOLE_METHODS, ConsoleRpc};
 pub use error::RpcError;
 pub use server::{NodeContext, PeerCount, RpcServer, SyncProgress, methods, start};
