@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job: build the release binary, run `stave bench pipeline` (100,000 transfers in
 # 2,500-tx blocks imported with every stage serial, then parallel, on the embedded LMDB
-# default), then the single-stage benches, SDK signing and the state layers (1,000,000
-# accounts on disk). Extra arguments (say `--json`) go to each.
+# default), then the single-stage benches, SDK signing and the node's import path over
+# 1,000,000 accounts on disk, cold. Extra arguments (say `--json`) go to each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/stave-target}"
@@ -15,4 +15,4 @@ stave="$CARGO_TARGET_DIR/release/stave"
 "$stave" bench exec "$@"
 "$stave" bench commit "$@"
 "$stave" bench sign "$@"
-"$stave" bench state "$@"
+"$stave" bench node "$@"

@@ -382,27 +382,39 @@ fn bench_pipeline_reports_the_medians_of_its_rounds() {
 }
 
 #[test]
-fn bench_state_reports_per_layer_shares_that_sum_to_one() {
+fn bench_node_reports_tps_hit_rates_memory_and_disk() {
     let state = bench_json(&[
         "bench",
-        "state",
+        "node",
         "--accounts",
         "3000",
         "--blocks",
         "3",
         "--block-txs",
         "200",
+        "--os-cache",
+        "fadvise",
         "--json",
     ]);
     for key in [
-        "no_prefetch_ms_per_block",
-        "prefetch_ms_per_block",
+        "tps_no_prefetch",
+        "tps_prefetch",
         "speedup",
+        "rss_bytes",
+        "disk_bytes_per_tx",
+        "disk_bytes_per_account",
     ] {
         assert!(state[key].as_f64().expect(key) > 0.0, "{key}");
     }
+    for run in ["block_ms_no_prefetch", "block_ms_prefetch"] {
+        let (p50, p99) = (state[run]["p50"].as_f64(), state[run]["p99"].as_f64());
+        assert!(p50.expect("p50") > 0.0 && p50 <= p99, "{run}");
+    }
     assert_eq!(state["accounts"], 3000);
     assert_eq!(state["blocks"], 3);
+    let above = state["hit_rate_above_disk"].as_f64().expect("above disk");
+    let disk = state["hit_rate"]["disk"].as_f64().expect("disk");
+    assert!((above + disk - 1.0).abs() < 0.002, "{above} + {disk}");
     let shares: f64 = ["l1", "l15", "l2", "l3", "disk"]
         .iter()
         .map(|layer| state["hit_rate"][layer].as_f64().expect(layer))

@@ -490,3 +490,67 @@ fn the_systemd_unit_runs_a_node_and_its_stop_signal_stops_it_cleanly() {
         serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}"));
     }
 }
+
+/// `stave state generate` writes a data dir and its genesis file: a node on them serves
+/// the generated accounts and block 0 holds the root the command printed; generating
+/// into it again is refused, and so is a node given the genesis but an empty data dir.
+#[test]
+fn a_generated_state_serves_its_accounts_and_is_made_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let generated = dir.path().join("generated.json");
+    let generate = || {
+        Command::new(env!("CARGO_BIN_EXE_stave"))
+            .args(["state", "generate", "--accounts", "5000", "--keyed", "20"])
+            .arg("--datadir")
+            .arg(&data)
+            .arg("--genesis-out")
+            .arg(&generated)
+            .output()
+            .expect("runs")
+    };
+    let output = generate();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).expect("utf-8");
+    let report: Value = serde_json::from_str(stdout.lines().last().expect("a line")).expect("JSON");
+    assert_eq!(report["accounts"], 5000);
+    assert_eq!(report["keyed"], 20);
+
+    let genesis = std::fs::read_to_string(&generated).expect("genesis written");
+    let node = Node::with_genesis(dir.path(), &genesis);
+    let rich = U256::from(stave_primitives::DEV_BALANCE_WEI);
+    for address in [
+        stave_primitives::dev::dev_account(19).address,
+        stave_primitives::dev::filler_address(4_979),
+    ] {
+        let balance: U256 =
+            serde_json::from_value(node.result("eth_getBalance", json!([address, "latest"])))
+                .expect("a balance");
+        assert_eq!(balance, rich, "{address}");
+    }
+    let block = node.result("eth_getBlockByNumber", json!(["0x0", false]));
+    assert_eq!(block["stateRoot"], report["state_root"]);
+    drop(node);
+
+    let again = generate();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a chain"));
+
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    std::fs::write(elsewhere.path().join("genesis.json"), &genesis).expect("writes");
+    std::fs::write(
+        elsewhere.path().join("node.toml"),
+        "genesis = \"genesis.json\"\ndatadir = \"data\"\nrpc_addr = \"127.0.0.1:0\"\nmetrics_addr = \"127.0.0.1:0\"\n",
+    )
+    .expect("writes");
+    let refused = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .args(["node", "--config"])
+        .arg(elsewhere.path().join("node.toml"))
+        .output()
+        .expect("runs");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("stave state generate"),
+        "{refused:?}"
+    );
+}

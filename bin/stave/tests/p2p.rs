@@ -1,5 +1,6 @@
 //! Two real `stave node` processes over mutual TLS, set up with `stave keys`: the follower
-//! imports the producer's blocks; SIGKILLed and restarted, it catches up by number; and a
+//! imports the producer's blocks; SIGKILLed and restarted, it catches up by number (its
+//! `/ready` answering 503 "syncing" until it has); and a
 //! node with peers exports the network metrics the dashboard shows. Gossip of
 //! transactions and blocks is tested in process, in `crates/launch/tests/p2p.rs`.
 
@@ -12,7 +13,9 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use support::{JsonRpc, Node, dashboard_metrics, free_port, wait_for};
+use support::{
+    JsonRpc, Node, account, dashboard_metrics, free_port, get, included, send_transfers, wait_for,
+};
 
 /// How long the nodes get for each step.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -128,15 +131,45 @@ fn a_sigkilled_follower_catches_up_and_nodes_with_peers_export_network_metrics()
         );
     }
 
-    // SIGKILL the follower; the producer goes on; the restarted follower catches up.
+    // SIGKILL the follower; the producer goes on, with blocks full enough that catching
+    // up takes a while; the restarted follower catches up.
     drop(follower);
     let before = producer.head();
+    let sent: Vec<Value> = (0..4)
+        .flat_map(|i| send_transfers(&producer, &account(i), 0, 1500))
+        .collect();
+    wait_for("the transfers on the producer", LIMIT, || {
+        included(&producer, &sent[sent.len() - 1..])
+    });
     wait_for("blocks while the follower is down", LIMIT, || {
         producer.head() >= before + 5
     });
     let target = producer.head();
     follower = members[1].launch();
-    wait_for("catch-up", LIMIT, || follower.head() >= target);
+    // `/ready` says so while it catches up, and answers 200 once it has.
+    let ready = std::net::SocketAddr::from(([127, 0, 0, 1], follower.metrics_port));
+    let deadline = std::time::Instant::now() + LIMIT;
+    let mut said_syncing = false;
+    // Asked often (not at `wait_for`'s pace): the catch-up takes a second or so.
+    while follower.head() < target {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out catching up"
+        );
+        let answer = get(ready, "/ready");
+        said_syncing |= answer.starts_with("HTTP/1.1 503") && answer.contains("syncing: block");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(said_syncing, "/ready never said it was syncing");
+    wait_for("the caught-up follower to be ready", LIMIT, || {
+        get(ready, "/ready").starts_with("HTTP/1.1 200")
+    });
+    // Catching up, it prefetched each block's state while the block before executed.
+    let metrics = follower.metrics();
+    assert!(
+        metrics.contains("stave_stage_seconds_count{stage=\"prefetch\"}"),
+        "{metrics}"
+    );
     for number in [before, target] {
         assert_eq!(block_hash(&follower, number), block_hash(&producer, number));
     }

@@ -11,9 +11,9 @@ pub mod commit;
 mod error;
 pub mod exec;
 pub mod net;
+pub mod node;
 pub mod pipeline;
 pub mod sign;
-pub mod state;
 pub mod verify;
 
 use std::time::{Duration, Instant};

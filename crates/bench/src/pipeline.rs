@@ -224,7 +224,7 @@ fn import(
     };
     let start = Instant::now();
     if run == ImportRun::Pipelined {
-        chain.import_stream(blocks.iter().map(Vec::as_slice), None, on_block)?;
+        chain.import_stream(blocks.iter().map(Vec::as_slice), on_block)?;
     } else {
         for block in blocks {
             on_block(chain.import(block)?);

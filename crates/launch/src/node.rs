@@ -17,7 +17,7 @@ use std::{
 use stave_consensus::StaveApp;
 use stave_exec::ParallelExecutor;
 use stave_net::{Network, NodeId};
-use stave_node::{BlockProducer, Chain, ChainView, ImportError, Parallelism, Produced};
+use stave_node::{BlockProducer, Chain, ChainView, ImportError, Parallelism, Prefetcher, Produced};
 use stave_primitives::{B256, ChainSpec};
 use stave_rpc::{NodeContext, RpcServer, SyncProgress};
 use stave_storage::LmdbStore;
@@ -187,7 +187,11 @@ impl RunningNode {
         )
         .map_err(LaunchError::import(
             "opening the chain (is the data dir from another genesis?)",
-        ))?;
+        ))?
+        .with_prefetcher(
+            Prefetcher::with_threads(config.prefetch_threads)
+                .map_err(LaunchError::io("starting the prefetch threads"))?,
+        );
         let view = Arc::new(ChainView::new(&chain, spec.clone()));
         let mut pool_config = PoolConfig::new(spec.chain_id(), spec.gas_limit());
         if let Some(max) = config.pool_max_txs {

@@ -7,7 +7,7 @@ use std::{
     path::Path,
 };
 
-use stave_node::{Chain, Imported};
+use stave_node::{Chain, Imported, Prefetcher};
 use stave_primitives::{B256, ChainSpec};
 use stave_storage::KvStore;
 
@@ -15,22 +15,27 @@ use crate::LaunchError;
 
 /// Imports the block stream in `file` into the chain in `store`: every block goes through
 /// decode, verify, execute and commit, on all cores; blocks already stored are skipped,
-/// so an interrupted import resumes where it stopped. Calls `on_block` after each block;
-/// returns the head (number and hash) at the end.
+/// so an interrupted import resumes where it stopped. Each block's reads are prefetched
+/// on `prefetch_threads` threads (0: none) while the block before it executes. Calls
+/// `on_block` after each block; returns the head (number and hash) at the end.
 pub fn import_file(
     store: &dyn KvStore,
     spec: &ChainSpec,
     file: &Path,
+    prefetch_threads: usize,
     on_block: impl FnMut(Imported),
 ) -> Result<(u64, B256), LaunchError> {
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let mut chain =
-        Chain::open(store, spec, threads).map_err(LaunchError::import("opening the chain"))?;
+    let prefetcher = Prefetcher::with_threads(prefetch_threads)
+        .map_err(LaunchError::io("starting the prefetch threads"))?;
+    let mut chain = Chain::open(store, spec, threads)
+        .map_err(LaunchError::import("opening the chain"))?
+        .with_prefetcher(prefetcher);
     let bytes =
         std::fs::read(file).map_err(LaunchError::io(format!("reading {}", file.display())))?;
     let items = stave_codec::split_block_stream(&bytes)?;
     chain
-        .import_stream(items, None, on_block)
+        .import_stream(items, on_block)
         .map_err(LaunchError::import("importing the block stream"))?;
     chain
         .head()

@@ -30,7 +30,7 @@ proptest! {
                 prop::sample::select(vec![
                     "block_time_ms", "block_txs", "map_size", "pool_max_txs",
                     "pool_max_per_sender", "rpc_addr", "producer", "datadir",
-                    "state_cache_entries", "sender_cache_entries",
+                    "state_cache_entries", "sender_cache_entries", "prefetch_threads",
                 ]),
                 "[0-9a-z\".:\\[\\]-]{0,24}",
             ),

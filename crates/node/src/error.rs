@@ -90,6 +90,27 @@ pub enum ImportError {
     /// The data dir has no genesis block: initialise it first.
     #[error("the data dir holds no chain: initialise it with a genesis")]
     NoGenesis,
+    /// The genesis names a generated state the data dir does not hold (only `stave
+    /// state generate` writes one).
+    #[error(
+        "the genesis names a generated state of {accounts} accounts, which this data dir does not hold: write it with `stave state generate`"
+    )]
+    NotGenerated {
+        /// Accounts in the generated state.
+        accounts: u64,
+    },
+    /// `stave state generate` was pointed at a data dir that already holds a chain.
+    #[error("the data dir already holds a chain (head {head}): generate into an empty one")]
+    NotEmpty {
+        /// The chain's head.
+        head: u64,
+    },
+    /// A genesis the chain spec refused.
+    #[error("genesis: {0}")]
+    Genesis(#[from] stave_primitives::ChainSpecError),
+    /// Two generated accounts share an address (an unlikely hash collision).
+    #[error("generated accounts collide at {0}")]
+    GeneratedCollision(alloy_primitives::Address),
     /// Storage failed (commit stage or a state read).
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -120,6 +141,10 @@ impl ImportError {
             Self::Execute { source, .. } => source.is_invalid_block(),
             Self::DataFormat { .. }
             | Self::NoGenesis
+            | Self::NotGenerated { .. }
+            | Self::NotEmpty { .. }
+            | Self::GeneratedCollision(_)
+            | Self::Genesis(_)
             | Self::Storage(_)
             | Self::State(_)
             | Self::Permissions(_)

@@ -23,6 +23,7 @@
 
 mod chain;
 mod error;
+mod generate;
 mod prefetch;
 mod producer;
 
@@ -31,7 +32,8 @@ pub use chain::{
     SpeculativeBlock, StageTimes, encoded_block, genesis,
 };
 pub use error::ImportError;
-pub use prefetch::Prefetcher;
+pub use generate::{ACCOUNTS_PER_WRITE, GenerateStep, generate_state};
+pub use prefetch::{DEFAULT_PREFETCH_THREADS, Prefetcher};
 pub use producer::{
     BlockProducer, ChainView, DEFAULT_FILL_ROUNDS, Produced, ViewError, unix_seconds,
 };

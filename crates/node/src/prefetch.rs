@@ -11,12 +11,20 @@
 //! below the diff layers, which are the same for any snapshot: it cannot change a result,
 //! only its speed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
 
 use rayon::prelude::*;
 use stave_exec::{BlockEnv, CallRequest};
 use stave_primitives::{RecoveredTx, StateReader as _};
 use stave_state::Snapshot;
+
+/// How many threads a node prefetches on unless told otherwise. The threads mostly wait
+/// on the disk rather than compute, so the count follows the disk's appetite for
+/// concurrent reads, not the cores (see MEASUREMENTS.md, prefetch threads).
+pub const DEFAULT_PREFETCH_THREADS: usize = 4;
 
 /// Threads that run transactions speculatively.
 pub struct Prefetcher {
@@ -32,10 +40,12 @@ impl std::fmt::Debug for Prefetcher {
 }
 
 impl Prefetcher {
-    /// The default thread count: 3/5 of the cores, at least one.
-    pub fn default_threads() -> usize {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        (cores * 3 / 5).max(1)
+    /// A prefetcher on `threads` threads, shareable, or none when `threads` is 0 (what
+    /// [`crate::Chain::with_prefetcher`] takes).
+    pub fn with_threads(threads: usize) -> std::io::Result<Option<Arc<Self>>> {
+        (threads > 0)
+            .then(|| Self::new(threads).map(Arc::new))
+            .transpose()
     }
 
     /// A prefetcher on `threads` threads of its own.

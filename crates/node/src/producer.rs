@@ -341,7 +341,7 @@ impl<'s> BlockProducer<'s> {
         let Self {
             chain, view, pool, ..
         } = self;
-        chain.import_stream(blocks, None, |imported| {
+        chain.import_stream(blocks, |imported| {
             if imported.new {
                 settle(pool, view, &imported.recovered, imported.number);
                 on_block(Produced {

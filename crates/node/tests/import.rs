@@ -1,6 +1,8 @@
 //! The import pipeline end to end: blocks built on one data dir import into another to the
 //! same head and state; tampered blocks are refused; redelivery is a no-op.
 
+use std::sync::Arc;
+
 use alloy_consensus::TypedTransaction;
 use stave_exec::StateReader;
 use stave_node::{Chain, ImportError, Incoming, Parallelism, Replayed};
@@ -268,7 +270,11 @@ fn every_stage_records_its_time_per_block() {
 
     let (spec, _a, _store_a, blocks) = produced();
     let (_b, store_b) = store();
-    let mut follower = Chain::open(&store_b, &spec, 2).expect("opens");
+    // A block imported alone is prefetched beside its execution.
+    let prefetcher = stave_node::Prefetcher::with_threads(1).expect("threads");
+    let mut follower = Chain::open(&store_b, &spec, 2)
+        .expect("opens")
+        .with_prefetcher(prefetcher);
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     metrics::with_local_recorder(&recorder, || {
@@ -295,7 +301,10 @@ fn every_stage_records_its_time_per_block() {
         stages.push(label);
     }
     stages.sort();
-    assert_eq!(stages, ["commit", "decode", "execute", "verify"]);
+    assert_eq!(
+        stages,
+        ["commit", "decode", "execute", "prefetch", "verify"]
+    );
 }
 
 #[test]
@@ -330,21 +339,41 @@ fn a_prefetch_told_to_stop_leaves_the_rest_to_execution() {
 }
 
 #[test]
+fn building_and_validating_beside_a_prefetch_change_nothing() {
+    let (spec, _a, _store_a, blocks) = produced();
+    let prefetching = |store| {
+        Chain::open(store, &spec, 2)
+            .expect("opens")
+            .with_prefetcher(stave_node::Prefetcher::with_threads(2).expect("threads"))
+    };
+    let (_b, store_b) = store();
+    assert_eq!(build_chain(&mut prefetching(&store_b)), blocks);
+    let (_c, store_c) = store();
+    let validator = prefetching(&store_c);
+    let first = validator
+        .validate_on(&[], blocks[0].as_slice(), u64::MAX)
+        .expect("valid");
+    validator
+        .validate_on(&[&first], blocks[1].as_slice(), u64::MAX)
+        .expect("valid on its parent");
+}
+
+#[test]
 fn the_stream_pipeline_with_prefetch_ends_at_the_same_head_and_state() {
     let (spec, _a, _store_a, blocks) = produced();
     let mut heads = Vec::new();
     let mut states = Vec::new();
     for prefetch in [false, true] {
         let (_dir, store) = store();
-        let mut chain = Chain::open(&store, &spec, 2).expect("opens");
-        let prefetcher = stave_node::Prefetcher::new(1).expect("threads");
+        let prefetcher = Arc::new(stave_node::Prefetcher::new(1).expect("threads"));
+        let mut chain = Chain::open(&store, &spec, 2)
+            .expect("opens")
+            .with_prefetcher(prefetch.then_some(prefetcher));
         let mut numbers = Vec::new();
         chain
-            .import_stream(
-                blocks.iter().map(Vec::as_slice),
-                prefetch.then_some(&prefetcher),
-                |imported| numbers.push(imported.number),
-            )
+            .import_stream(blocks.iter().map(Vec::as_slice), |imported| {
+                numbers.push(imported.number)
+            })
             .expect("imports");
         assert_eq!(numbers, [1, 2, 3]);
         heads.push(chain.head().expect("head"));
@@ -393,7 +422,6 @@ fn agreed_senders_skip_recovery_and_wrong_ones_give_way_to_the_signatures() {
                         bytes,
                         agreed_senders: *agreed_senders,
                     }),
-                None,
                 |imported| recoveries.push(imported.recoveries),
             )
             .expect("imports");

@@ -7,7 +7,7 @@ use alloy_primitives::{Address, B256, U256};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::{dev::dev_account, error::ChainSpecError};
+use crate::{AccountState, dev::dev_account, error::ChainSpecError};
 
 /// Base fee of a dev genesis and of a genesis without `baseFeePerGas`: 1 gwei.
 pub const DEFAULT_BASE_FEE: u64 = 1_000_000_000;
@@ -38,6 +38,55 @@ struct StaveConfig {
         skip_serializing_if = "Option::is_none"
     )]
     epoch_length: Option<u64>,
+    /// A genesis state too large to list in `alloc`, written into a data dir by `stave
+    /// state generate`. Absent: the state is `alloc`.
+    #[serde(
+        default,
+        rename = "generatedState",
+        skip_serializing_if = "Option::is_none"
+    )]
+    generated_state: Option<GeneratedState>,
+}
+
+/// `config.stave.generatedState`: a genesis of many funded accounts, named by count
+/// rather than listed, so a chain of tens of millions of accounts has a genesis file of
+/// a few lines. Account `i` is dev account `i` (its key derivable, see [`crate::dev`])
+/// for the first `keyed`, then filler account `i - keyed` (an address without a known
+/// key: state to read past, see [`crate::dev::filler_address`]); each holds
+/// [`DEV_BALANCE_WEI`]. Nodes cannot rebuild such a state from the file: `stave state
+/// generate` writes it into a data dir, and `stateRoot` (its root) is what block 0 holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GeneratedState {
+    /// Accounts whose keys are known: dev accounts `0..keyed`.
+    pub keyed: u64,
+    /// Accounts after them without known keys.
+    pub filler: u64,
+    /// The genesis state root (see [`crate::uniform_genesis_root`]).
+    pub state_root: B256,
+}
+
+impl GeneratedState {
+    /// Every generated account holds this: [`DEV_BALANCE_WEI`], nothing else.
+    pub const ACCOUNT: AccountState = AccountState {
+        nonce: 0,
+        balance: U256::from_limbs([DEV_BALANCE_WEI as u64, (DEV_BALANCE_WEI >> 64) as u64, 0, 0]),
+        code_hash: alloy_primitives::KECCAK256_EMPTY,
+    };
+
+    /// How many accounts the state holds.
+    pub fn accounts(&self) -> u64 {
+        self.keyed + self.filler
+    }
+
+    /// The address of account `index` (below [`GeneratedState::accounts`]).
+    pub fn address(&self, index: u64) -> Address {
+        if index < self.keyed {
+            dev_account(index).address
+        } else {
+            crate::dev::filler_address(index - self.keyed)
+        }
+    }
 }
 
 /// What a chain agrees on before its first block: id, gas limit, base fee, the accounts
@@ -83,6 +132,11 @@ impl ChainSpec {
         if stave.epoch_length.is_some_and(|length| length < 2) {
             return Err(ChainSpecError::StaveConfig(
                 "epochLength must be at least 2 blocks".into(),
+            ));
+        }
+        if stave.generated_state.is_some() && !genesis.alloc.is_empty() {
+            return Err(ChainSpecError::StaveConfig(
+                "a genesis with a generatedState lists no accounts in alloc".into(),
             ));
         }
         let mut seen = std::collections::HashSet::new();
@@ -135,6 +189,18 @@ impl ChainSpec {
             .extra_fields
             .insert_value(STAVE_CONFIG_KEY.to_owned(), &self.stave)?;
         Self::from_genesis(self.genesis)
+    }
+
+    /// The same chain with its state generated rather than listed (see
+    /// [`GeneratedState`]); its `alloc` must be empty.
+    pub fn with_generated_state(mut self, state: GeneratedState) -> Result<Self, ChainSpecError> {
+        self.stave.generated_state = Some(state);
+        self.with_stave_config()
+    }
+
+    /// The generated state block 0 holds instead of `alloc`, if the genesis names one.
+    pub fn generated_state(&self) -> Option<&GeneratedState> {
+        self.stave.generated_state.as_ref()
     }
 
     /// Blocks per consensus epoch (`config.stave.epochLength`); `u64::MAX`, one epoch
@@ -324,5 +390,27 @@ mod tests {
                 "{stave}"
             );
         }
+    }
+
+    #[test]
+    fn a_generated_state_round_trips_and_leaves_alloc_empty() {
+        let state = GeneratedState {
+            keyed: 2,
+            filler: 5,
+            state_root: B256::repeat_byte(9),
+        };
+        let empty = ChainSpec::dev(7, 0);
+        let spec = empty.clone().with_generated_state(state).expect("valid");
+        let again = ChainSpec::from_json(&spec.to_json()).expect("own output parses");
+        assert_eq!(again.generated_state(), Some(&state));
+        assert_eq!(state.accounts(), 7);
+        assert_eq!(state.address(1), dev_account(1).address);
+        assert_eq!(state.address(2), crate::dev::filler_address(0));
+        assert_eq!(GeneratedState::ACCOUNT.balance, U256::from(DEV_BALANCE_WEI));
+        assert!(empty.generated_state().is_none());
+        assert!(matches!(
+            ChainSpec::dev(7, 1).with_generated_state(state),
+            Err(ChainSpecError::StaveConfig(message)) if message.contains("alloc")
+        ));
     }
 }

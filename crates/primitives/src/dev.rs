@@ -76,6 +76,20 @@ pub struct DevAccount {
 /// Domain tag of the dev key derivation.
 const DEV_KEY_TAG: &[u8] = b"stave-dev-account";
 
+/// Domain tag of filler addresses.
+const FILLER_TAG: &[u8] = b"stave-filler-account";
+
+/// Filler account number `index` of a generated state
+/// ([`GeneratedState`](crate::chainspec::GeneratedState)): an address spread over the
+/// key space as real ones are, whose key nobody knows. A hash, not a key derivation, so
+/// tens of millions of them take seconds.
+pub fn filler_address(index: u64) -> Address {
+    let mut preimage = [0u8; FILLER_TAG.len() + 8];
+    preimage[..FILLER_TAG.len()].copy_from_slice(FILLER_TAG);
+    preimage[FILLER_TAG.len()..].copy_from_slice(&index.to_be_bytes());
+    Address::from_slice(&keccak256(preimage)[12..])
+}
+
 /// Dev account number `index`.
 pub fn dev_account(index: u64) -> DevAccount {
     let mut preimage = DEV_KEY_TAG.to_vec();

@@ -26,7 +26,7 @@ mod stored_diff;
 mod transaction;
 
 pub use alloy_primitives::{Address, B256, Bytes, Signature, U256, keccak256};
-pub use chainspec::{ChainSpec, DEFAULT_BASE_FEE, DEV_BALANCE_WEI, DEV_GAS_LIMIT};
+pub use chainspec::{ChainSpec, DEFAULT_BASE_FEE, DEV_BALANCE_WEI, DEV_GAS_LIMIT, GeneratedState};
 pub use error::{ChainSpecError, TxError};
 pub use header::{Block, Header, SealedBlock, SealedHeader};
 pub use merkle::{
@@ -38,7 +38,7 @@ pub use receipt::{
 };
 pub use state::{
     AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, SlotDiffs, SlotsHint, SortedIter,
-    SortedMap, StateDiff, receipts_and_state_roots, state_root,
+    SortedMap, StateDiff, receipts_and_state_roots, state_root, uniform_genesis_root,
 };
 pub use state_reader::{MemoryState, StateError, StateReader};
 pub use stored_diff::{

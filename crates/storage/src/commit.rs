@@ -12,7 +12,7 @@
 use alloy_primitives::{Address, B256};
 use rayon::prelude::*;
 use stave_primitives::{
-    AccountDiff, Receipt, SealedBlock, StateDiff, block_bloom, encode_stored_diff,
+    AccountDiff, AccountState, Receipt, SealedBlock, StateDiff, block_bloom, encode_stored_diff,
     encode_stored_receipts,
 };
 
@@ -94,6 +94,16 @@ fn encode_all<T: Sync>(
     batch
 }
 
+/// An account as the `Accounts` table holds it: nonce (8 bytes), balance (32) and code
+/// hash (32), big-endian (docs/storage-layout.md).
+pub fn account_bytes(info: &AccountState) -> [u8; 72] {
+    let mut bytes = [0; 72];
+    bytes[..8].copy_from_slice(&info.nonce.to_be_bytes());
+    bytes[8..40].copy_from_slice(&info.balance.to_be_bytes::<32>());
+    bytes[40..].copy_from_slice(info.code_hash.as_slice());
+    bytes
+}
+
 fn account_ops((address, change): &(&Address, &AccountDiff), batch: &mut WriteBatch<'static>) {
     if change.storage_cleared {
         batch.delete_prefix(Table::Storage, address);
@@ -102,11 +112,7 @@ fn account_ops((address, change): &(&Address, &AccountDiff), batch: &mut WriteBa
         Some(info) => batch.put_parts(
             Table::Accounts,
             &[address.as_slice()],
-            &[
-                &info.nonce.to_be_bytes(),
-                &info.balance.to_be_bytes::<32>(),
-                info.code_hash.as_slice(),
-            ],
+            &[&account_bytes(&info)],
         ),
         None => batch.delete(Table::Accounts, address),
     }

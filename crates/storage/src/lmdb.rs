@@ -80,6 +80,35 @@ pub struct MapSpace {
 }
 
 impl LmdbStore {
+    /// Writes `entries` into `table` in one transaction with LMDB's append mode: keys in
+    /// strictly ascending order, each after every key the table holds (any other order
+    /// is refused and nothing is written). Pages are filled to the brim and no key is
+    /// searched for, so a generated state of tens of millions of accounts is written at
+    /// the disk's pace and takes half the pages random puts would leave.
+    pub fn append_sorted<'e>(
+        &self,
+        table: Table,
+        entries: impl IntoIterator<Item = (&'e [u8], &'e [u8])>,
+    ) -> Result<(), StorageError> {
+        let mut wtxn = self.env.write_txn().map_err(|e| self.error(e))?;
+        let db = &self.tables[table.position()];
+        for (key, value) in entries {
+            db.put_with_flags(&mut wtxn, heed::PutFlags::APPEND, key, value)
+                .map_err(|e| self.error(e))?;
+        }
+        wtxn.commit().map_err(|e| self.error(e))?;
+        self.forget_readers();
+        Ok(())
+    }
+
+    /// Ends every kept read transaction after a write: each still sees the state before
+    /// it.
+    fn forget_readers(&self) {
+        for reader in self.readers.iter() {
+            reader.lock().take();
+        }
+    }
+
     /// How much of the map the data dir uses now.
     pub fn space(&self) -> MapSpace {
         let info = self.env.info();
@@ -256,10 +285,7 @@ impl KvStore for LmdbStore {
         self.apply(&mut wtxn, first)?;
         self.apply(&mut wtxn, rest())?;
         wtxn.commit().map_err(|e| self.error(e))?;
-        // Every kept read transaction still sees the state before this write.
-        for reader in self.readers.iter() {
-            reader.lock().take();
-        }
+        self.forget_readers();
         Ok(())
     }
 }

@@ -8,8 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use stave_bench::{
     BlockConfig, Progress, checkqueue::CheckqueueConfig, codec::CodecConfig, commit::CommitConfig,
-    exec::ExecConfig, net::NetConfig, pipeline::PipelineConfig, sign::SignConfig,
-    state::StateConfig,
+    exec::ExecConfig, net::NetConfig, node::NodeConfig, pipeline::PipelineConfig, sign::SignConfig,
 };
 
 /// Benchmark subcommands.
@@ -29,8 +28,9 @@ pub enum BenchCommand {
     Commit(Bench<CommitConfig>),
     /// SDK signing: build + encode + sign vs the bare curve operation.
     Sign(Bench<SignConfig>),
-    /// The state layers: cold state on disk, blocks without and with prefetch.
-    State(Bench<StateConfig>),
+    /// The node's import path over a large state, cold: blocks without and with
+    /// prefetch, hit rates per state layer, memory and disk per transaction.
+    Node(Bench<NodeConfig>),
     /// The network: compression and compact-block savings, Snappy speed, loopback
     /// throughput with compression off and on.
     Net(Bench<NetConfig>),
@@ -59,7 +59,7 @@ impl<C: Args> Bench<C> {
 
 /// Runs a `stave bench` subcommand.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    use stave_bench::{checkqueue, codec, commit, exec, net, pipeline, sign, state, verify};
+    use stave_bench::{checkqueue, codec, commit, exec, net, node, pipeline, sign, verify};
     let progress = Notes::default();
     match cmd {
         BenchCommand::Pipeline(b) => b.print(pipeline::run(&b.config, &progress)?),
@@ -69,7 +69,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Exec(b) => b.print(exec::run(&b.config)?),
         BenchCommand::Commit(b) => b.print(commit::run(&b.config)?),
         BenchCommand::Sign(b) => b.print(sign::run(&b.config)?),
-        BenchCommand::State(b) => b.print(state::run(&b.config, &progress)?),
+        BenchCommand::Node(b) => b.print(node::run(&b.config, &progress)?),
         BenchCommand::Net(b) => b.print(net::run(&b.config)?),
     }
 }

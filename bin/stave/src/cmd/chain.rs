@@ -37,6 +37,10 @@ pub struct ImportArgs {
     chain: ChainArgs,
     /// The block stream to import.
     file: PathBuf,
+    /// Threads that load each block's state reads while the block before it executes
+    /// (0: none).
+    #[arg(long, default_value_t = stave_node::DEFAULT_PREFETCH_THREADS)]
+    prefetch_threads: usize,
 }
 
 /// Arguments of `stave export`.
@@ -61,19 +65,25 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     let (store, spec) = args.chain.open()?;
     let (mut new, mut skipped) = (0u64, 0u64);
     let start = std::time::Instant::now();
-    let (number, hash) = stream::import_file(&store, &spec, &args.file, |imported| {
-        if imported.new {
-            new += 1;
-        } else {
-            skipped += 1;
-        }
-        if imported.number % 100 == 0 {
-            eprintln!(
-                "imported block {} ({new} new, {skipped} already stored)",
-                imported.number
-            );
-        }
-    })?;
+    let (number, hash) = stream::import_file(
+        &store,
+        &spec,
+        &args.file,
+        args.prefetch_threads,
+        |imported| {
+            if imported.new {
+                new += 1;
+            } else {
+                skipped += 1;
+            }
+            if imported.number % 100 == 0 {
+                eprintln!(
+                    "imported block {} ({new} new, {skipped} already stored)",
+                    imported.number
+                );
+            }
+        },
+    )?;
     eprintln!(
         "imported {new} blocks ({skipped} already stored) in {:.1} s; head {number} {hash}",
         start.elapsed().as_secs_f64()

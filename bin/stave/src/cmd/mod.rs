@@ -10,6 +10,7 @@ mod input;
 mod keys;
 mod load;
 mod node;
+mod state;
 mod testnet;
 mod tx;
 
@@ -30,6 +31,9 @@ pub enum Command {
     /// Write genesis files.
     #[command(subcommand)]
     Genesis(genesis::GenesisCommand),
+    /// Make data dirs with large generated states.
+    #[command(subcommand)]
+    State(state::StateCommand),
     /// Import a block stream into a data dir through the full pipeline (resumes).
     Import(chain::ImportArgs),
     /// Export a data dir's blocks as a block stream.
@@ -59,6 +63,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Tx(cmd) => tx::run(cmd),
         Command::Block(cmd) => block::run(cmd),
         Command::Genesis(cmd) => genesis::run(cmd),
+        Command::State(cmd) => state::run(cmd),
         Command::Import(args) => chain::import(args),
         Command::Export(args) => chain::export(args),
         Command::Node(args) => node::run(args),

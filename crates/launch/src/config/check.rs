@@ -22,6 +22,9 @@ pub const MAX_BLOCK_TIME: Duration = Duration::from_secs(600);
 /// The longest `[consensus] leader_timeout_ms` accepted: a leader that is down costs each
 /// view it leads this long (and the engine's timers are multiples of it).
 pub const MAX_LEADER_TIMEOUT: Duration = Duration::from_secs(3_600);
+/// The most `prefetch_threads` accepted: past the disk's queue depth more threads only
+/// wait longer.
+pub const MAX_PREFETCH_THREADS: usize = 256;
 
 /// A refusal of `key`'s value, saying why.
 fn refuse(key: &str, why: impl std::fmt::Display) -> LaunchError {
@@ -132,6 +135,15 @@ impl NodeConfig {
             if value == 0 {
                 return Err(refuse(key, "is 0: the cache must hold at least 1 entry"));
             }
+        }
+        if self.prefetch_threads > MAX_PREFETCH_THREADS {
+            return Err(refuse(
+                "prefetch_threads",
+                format_args!(
+                    "is {}: at most {MAX_PREFETCH_THREADS} (each is a thread with its own stack)",
+                    self.prefetch_threads
+                ),
+            ));
         }
         if self.map_size < MIN_MAP_SIZE {
             return Err(refuse(
@@ -282,7 +294,7 @@ mod tests {
         config
             .check()
             .expect("a validator with the defaults passes");
-        let cases: [(&str, Spoil); 13] = [
+        let cases: [(&str, Spoil); 14] = [
             ("`block_time_ms` is 0", |c| c.block_time = Duration::ZERO),
             ("`block_fill_rounds` is 0", |c| c.block_fill_rounds = 0),
             (
@@ -301,6 +313,7 @@ mod tests {
             ("`sender_cache_entries` is 0", |c| {
                 c.sender_cache_entries = 0
             }),
+            ("`prefetch_threads` is 257", |c| c.prefetch_threads = 257),
             ("`map_size` is 4096 bytes", |c| c.map_size = 4_096),
             ("multiple of the page size", |c| {
                 c.map_size = MIN_MAP_SIZE + 1

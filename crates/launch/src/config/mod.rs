@@ -66,6 +66,10 @@ pub struct NodeConfig {
     pub state_cache_entries: usize,
     /// Most transaction senders the sender cache holds (recovered once, at admission).
     pub sender_cache_entries: usize,
+    /// Threads that load what blocks will read before execution reads it (0: none). They
+    /// mostly wait on the disk, so more of them than cores pays on a state larger than
+    /// memory.
+    pub prefetch_threads: usize,
     /// Which past blocks' state the node serves: the last 128 (`Recent`, the default of
     /// a node run from a file), every block (`All`, `--dev`'s, as Anvil), or the last N.
     pub history: History,
@@ -205,6 +209,7 @@ impl NodeConfig {
             block_fill_rounds: stave_node::DEFAULT_FILL_ROUNDS,
             state_cache_entries: stave_state::DEFAULT_CLEAN_CACHE_ENTRIES,
             sender_cache_entries: stave_verify::DEFAULT_SENDER_CACHE_CAPACITY,
+            prefetch_threads: stave_node::DEFAULT_PREFETCH_THREADS,
             history: History::Recent,
             pool_max_txs: None,
             pool_max_per_sender: None,
@@ -308,6 +313,8 @@ struct FileConfig {
     state_cache_entries: Option<usize>,
     /// Most senders in the sender cache.
     sender_cache_entries: Option<usize>,
+    /// Threads that prefetch blocks' reads (0: none).
+    prefetch_threads: Option<usize>,
     /// Which past blocks' state is served: "all", "recent" or a number of blocks.
     history: Option<HistorySetting>,
     /// Most transactions in the txpool.
@@ -416,6 +423,7 @@ impl FileConfig {
         config.sender_cache_entries = self
             .sender_cache_entries
             .unwrap_or(config.sender_cache_entries);
+        config.prefetch_threads = self.prefetch_threads.unwrap_or(config.prefetch_threads);
         config.pool_max_txs = self.pool_max_txs;
         config.pool_max_per_sender = self.pool_max_per_sender;
         config.role = match (self.consensus, self.producer) {

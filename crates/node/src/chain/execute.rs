@@ -15,6 +15,17 @@ use super::{
 };
 use crate::error::ImportError;
 
+/// Whether a block's execute stage prefetches its reads beside itself (see
+/// [`Chain::with_prefetcher`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Prefetch {
+    /// Alongside the execution, ahead of the executor: nothing was loaded for it before.
+    Beside,
+    /// Not now: a stream prefetched the block while its parent executed, or the stages
+    /// run serially (the baseline that prefetches nothing).
+    Skip,
+}
+
 /// The threads a block's execute stage runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ExecuteOn {
@@ -95,7 +106,8 @@ impl Chain<'_> {
         }
     }
 
-    /// The execute stage for `verified`, a child of `parent`, on `state` (the state after
+    /// The execute stage for `verified` (its reads prefetched beside it if `prefetch`
+    /// says so), a child of `parent`, on `state` (the state after
     /// `parent`), with the header's checks. Senders that were agreed rather than recovered
     /// (see [`super::Incoming`]) and fail the checks give way to the signatures: they are
     /// recovered and the block runs once more.
@@ -105,6 +117,7 @@ impl Chain<'_> {
         state: &dyn StateReader,
         parent: &Header,
         on: ExecuteOn,
+        prefetch: Prefetch,
     ) -> Result<Executed<'b>, ImportError> {
         let Verified {
             block,
@@ -117,7 +130,11 @@ impl Chain<'_> {
         let number = block.number();
         let execute = |recovered: &[RecoveredTx]| {
             stage("execute", number, || {
-                self.execute_checked(state, &block, recovered, parent, on)
+                let run = || self.execute_checked(state, &block, recovered, parent, on);
+                match prefetch {
+                    Prefetch::Beside => self.beside_prefetch(block.header(), recovered, run),
+                    Prefetch::Skip => run(),
+                }
             })
         };
         let (outcome, elapsed) = execute(&recovered);

@@ -12,11 +12,11 @@ use stave_storage::{commit::Committed, read::header};
 use super::{
     Chain,
     commit::{Flush, PreparedBlock},
-    execute::{ExecuteOn, Executed},
+    execute::{ExecuteOn, Executed, Prefetch},
     receive::{Incoming, Received},
     stage::{StageTimes, stage},
 };
-use crate::{error::ImportError, prefetch::Prefetcher};
+use crate::error::ImportError;
 
 /// What importing a block did: the import pipeline's output.
 #[derive(Debug, Clone)]
@@ -41,21 +41,27 @@ pub struct Imported {
 }
 
 impl Chain<'_> {
-    /// Runs an encoded block through decode, verify, execute and commit. A block already
-    /// stored is accepted again without effect.
+    /// Runs an encoded block through decode, verify, execute and commit (prefetching its
+    /// reads beside its execution, with a prefetcher). A block already stored is accepted
+    /// again without effect.
     pub fn import(&mut self, bytes: &[u8]) -> Result<Imported, ImportError> {
         let received = self.receive(bytes.into())?;
-        self.apply(received, Flush::Now, ExecuteOn::AllThreads)
+        self.apply(
+            received,
+            Flush::Now,
+            ExecuteOn::AllThreads,
+            Prefetch::Beside,
+        )
     }
 
     /// Imports consecutive encoded blocks, overlapping stages across blocks when parallel:
-    /// block N+1 is decoded, verified and (with a `prefetcher`) prefetched while block N
-    /// executes and commits. Calls `on_block` after each block; stops at the first error
-    /// (every block before it is committed).
+    /// block N+1 is decoded, verified and (with a prefetcher, see
+    /// [`Chain::with_prefetcher`]) prefetched while block N executes and commits. Calls
+    /// `on_block` after each block; stops at the first error (every block before it is
+    /// committed).
     pub fn import_stream<'b>(
         &mut self,
         blocks: impl IntoIterator<Item = impl Into<Incoming<'b>>>,
-        prefetcher: Option<&Prefetcher>,
         mut on_block: impl FnMut(Imported),
     ) -> Result<(), ImportError> {
         let mut blocks = blocks.into_iter().map(Into::into);
@@ -65,11 +71,17 @@ impl Chain<'_> {
         if !self.parallel() {
             for incoming in std::iter::once(first).chain(blocks) {
                 let received = self.receive(incoming)?;
-                on_block(self.apply(received, Flush::Now, ExecuteOn::AllThreads)?);
+                on_block(self.apply(
+                    received,
+                    Flush::Now,
+                    ExecuteOn::AllThreads,
+                    Prefetch::Skip,
+                )?);
             }
             return Ok(());
         }
         let this = &*self;
+        let prefetcher = this.prefetcher.as_deref();
         let mut pending = this.receive(first)?;
         loop {
             let next = blocks.next();
@@ -104,7 +116,7 @@ impl Chain<'_> {
                 });
                 // The oldest state layers go to disk in the background.
                 let flushing = scope.spawn(|| this.layers.flush(true));
-                let applied = this.apply(pending, Flush::Later, on);
+                let applied = this.apply(pending, Flush::Later, on, Prefetch::Skip);
                 stop_prefetch.store(true, Ordering::Relaxed);
                 let flushed = flushing.join();
                 (
@@ -130,6 +142,7 @@ impl Chain<'_> {
         received: Received<'_>,
         flush: Flush,
         on: ExecuteOn,
+        prefetch: Prefetch,
     ) -> Result<Imported, ImportError> {
         let verified = match received {
             Received::Stored { block, times } => {
@@ -163,7 +176,7 @@ impl Chain<'_> {
             outcome,
             recoveries,
             mut times,
-        } = self.execute_verified(verified, &self.layers.latest(), &parent, on)?;
+        } = self.execute_verified(verified, &self.layers.latest(), &parent, on, prefetch)?;
 
         let (committed, elapsed) = stage("commit", number, || {
             let mut prepared = PreparedBlock::received(block, body, outcome, &recovered);

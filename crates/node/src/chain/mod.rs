@@ -57,18 +57,24 @@ use stave_storage::{
 };
 use stave_verify::{SenderCache, Verifier};
 
-use crate::error::ImportError;
+use crate::{error::ImportError, prefetch::Prefetcher};
 
 pub use commit::PreparedBlock;
 pub use import::Imported;
 pub use open::Replayed;
+pub(crate) use open::commit_genesis;
 pub use receive::Incoming;
 pub use speculative::SpeculativeBlock;
 pub use stage::{STAGE_SECONDS, StageTimes};
 
-/// Block 0 of a chain and the state it creates.
+/// Block 0 of a chain and the state it creates (none for a generated state, which only
+/// its root names: see [`stave_primitives::GeneratedState`]).
 pub fn genesis(spec: &ChainSpec) -> (SealedBlock, StateDiff) {
     let diff = StateDiff::from_genesis(spec);
+    let state_root = match spec.generated_state() {
+        Some(generated) => generated.state_root,
+        None => state_root(B256::ZERO, &diff, &GlobalPoolLeaves),
+    };
     let header = Header {
         number: 0,
         timestamp: spec.genesis().timestamp,
@@ -76,7 +82,7 @@ pub fn genesis(spec: &ChainSpec) -> (SealedBlock, StateDiff) {
         base_fee_per_gas: spec.base_fee(),
         transactions_root: merkle_root(&[]),
         receipts_root: merkle_root(&[]),
-        state_root: state_root(B256::ZERO, &diff, &GlobalPoolLeaves),
+        state_root,
         extra_data: spec.genesis().extra_data.clone(),
         ..Header::default()
     };
@@ -111,6 +117,7 @@ pub struct Chain<'s> {
     executor: ParallelExecutor,
     layers: Arc<StateLayers<'s>>,
     replayed: Replayed,
+    prefetcher: Option<Arc<Prefetcher>>,
 }
 
 /// Block `number` of `store` in its wire form (see docs/wire-formats.md, block form):
@@ -159,5 +166,46 @@ impl<'s> Chain<'s> {
     /// Whether stages run on all their threads.
     fn parallel(&self) -> bool {
         self.parallelism == Parallelism::Parallel
+    }
+
+    /// The chain with `prefetcher` loading what blocks will read before they read it: the
+    /// next block of a stream while one executes ([`Chain::import_stream`]), and a single
+    /// block's transactions beside its execution (building, validating, importing one).
+    /// `None` turns prefetching off.
+    pub fn with_prefetcher(mut self, prefetcher: Option<Arc<Prefetcher>>) -> Self {
+        self.prefetcher = prefetcher;
+        self
+    }
+
+    /// Runs `execute` (the execution of `txs` in a block with `header`) with the
+    /// prefetcher, if any, loading what they read beside it, ahead of the executor on the
+    /// transactions it has not reached. The prefetch reads the stored head's layers: what
+    /// it caches comes from below the diff layers, the same for every snapshot, so it
+    /// needs none of the uncommitted parents `execute` may run on. It stops when
+    /// `execute` returns.
+    fn beside_prefetch<T>(
+        &self,
+        header: &Header,
+        txs: &[stave_primitives::RecoveredTx],
+        execute: impl FnOnce() -> T,
+    ) -> T {
+        let Some(prefetcher) = self.prefetcher.as_deref().filter(|_| !txs.is_empty()) else {
+            return execute();
+        };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let prefetching = scope.spawn(|| {
+                let clock = std::time::Instant::now();
+                prefetcher.prefetch(&self.layers.latest(), self.env(header), txs, &stop);
+                clock.elapsed()
+            });
+            let result = execute();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            match prefetching.join() {
+                Ok(elapsed) => stage::record("prefetch", elapsed),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+            result
+        })
     }
 }

@@ -142,16 +142,14 @@ impl<'s> Chain<'s> {
             });
         }
         let threads = executor.threads();
-        let (block, diff) = genesis(spec);
-        let body = encode_transactions(&[])?;
-        let input = BlockToCommit {
-            block: &block,
-            body: &body,
-            receipts: &[],
-            senders: &[],
-            state: BlockState::Applied(&diff),
-        };
-        commit_block(store, &input, true)?;
+        if let Some(generated) = spec.generated_state()
+            && head(store)?.is_none()
+        {
+            return Err(ImportError::NotGenerated {
+                accounts: generated.accounts(),
+            });
+        }
+        commit_genesis(store, spec)?;
         let (head_number, _) = head(store)?.ok_or(ImportError::NoGenesis)?;
         // Data dirs from before the state layers stored the state with every block.
         let flushed = flushed_height(store)?.unwrap_or(head_number);
@@ -170,6 +168,7 @@ impl<'s> Chain<'s> {
             executor,
             layers: Arc::new(layers),
             replayed: Replayed::default(),
+            prefetcher: None,
         };
         chain.replay(flushed, head_number)?;
         Ok(chain)
@@ -276,4 +275,20 @@ impl<'s> Chain<'s> {
                 }),
         }
     }
+}
+
+/// Commits block 0 of `spec` into `store` with the state it creates; a store that holds
+/// it already is left as it is, one that holds another block 0 refuses it.
+pub(crate) fn commit_genesis(store: &dyn KvStore, spec: &ChainSpec) -> Result<(), ImportError> {
+    let (block, diff) = genesis(spec);
+    let body = encode_transactions(&[])?;
+    let input = BlockToCommit {
+        block: &block,
+        body: &body,
+        receipts: &[],
+        senders: &[],
+        state: BlockState::Applied(&diff),
+    };
+    commit_block(store, &input, true)?;
+    Ok(())
 }

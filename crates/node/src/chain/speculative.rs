@@ -11,7 +11,7 @@ use stave_state::{Snapshot, SpeculativeLayer};
 use super::{
     Chain,
     commit::{Flush, PreparedBlock},
-    execute::{ExecuteOn, Executed},
+    execute::{ExecuteOn, Executed, Prefetch},
     receive::{Incoming, Received},
     stage::stage,
 };
@@ -154,10 +154,12 @@ impl<'s> Chain<'s> {
             ..Header::default()
         };
         let (outcome, _) = stage("execute", header.number, || {
-            self.execute(
-                BlockInput::new(state, self.env(&header), txs, Mode::Build),
-                ExecuteOn::AllThreads,
-            )
+            self.beside_prefetch(&header, txs, || {
+                self.execute(
+                    BlockInput::new(state, self.env(&header), txs, Mode::Build),
+                    ExecuteOn::AllThreads,
+                )
+            })
         });
         let outcome = match before {
             Some(before) => outcome?.after(before),
@@ -233,7 +235,13 @@ impl<'s> Chain<'s> {
             recovered,
             outcome,
             ..
-        } = self.execute_verified(verified, &state, &parent, ExecuteOn::AllThreads)?;
+        } = self.execute_verified(
+            verified,
+            &state,
+            &parent,
+            ExecuteOn::AllThreads,
+            Prefetch::Beside,
+        )?;
         Ok(SpeculativeBlock::new(
             PreparedBlock::received(block, body, outcome, &recovered),
             recovered,

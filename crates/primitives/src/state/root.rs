@@ -4,7 +4,7 @@
 
 use alloy_primitives::{Address, B256, U256, keccak256};
 
-use super::{AccountDiff, StateDiff};
+use super::{AccountDiff, AccountState, StateDiff};
 use crate::{
     merkle::{Chunked, LeafHasher, chunked_root, chunked_roots},
     receipt::{Receipt, ReceiptLeaves, encode_without_bloom},
@@ -161,6 +161,32 @@ fn units(diff: &StateDiff, slots: SlotsHint) -> Vec<Unit<'_>> {
 }
 
 /// `keccak256(parent_root ‖ diff_root)`.
+/// The state root of a genesis (no parent) whose accounts are `addresses` (in ascending
+/// order, each once), every one holding `account` and no storage: [`state_root`] of
+/// that genesis's diff, without the diff. A generated state of tens of millions of
+/// accounts (`stave state generate`) is never held as one; its leaves are hashed on all
+/// threads straight from the sorted addresses.
+pub fn uniform_genesis_root(addresses: &[Address], account: AccountState) -> B256 {
+    use rayon::prelude::*;
+    debug_assert!(addresses.windows(2).all(|pair| pair[0] < pair[1]));
+    let change = AccountDiff {
+        info: Some(account),
+        storage_cleared: true,
+        storage: Default::default(),
+    };
+    let leaves: Vec<B256> = addresses
+        .par_chunks(crate::merkle::ITEMS_PER_LEAF)
+        .map_init(Vec::new, |bytes, chunk| {
+            bytes.clear();
+            for address in chunk {
+                Unit::Account(address, &change).encode(bytes);
+            }
+            keccak256(&bytes)
+        })
+        .collect();
+    seal(B256::ZERO, crate::merkle_root(&leaves))
+}
+
 fn seal(parent_root: B256, diff_root: B256) -> B256 {
     let mut preimage = [0u8; 64];
     preimage[..32].copy_from_slice(parent_root.as_slice());
@@ -353,5 +379,25 @@ mod tests {
             root(short, &ahead),
             crate::receipts_root(short, &SerialLeaves)
         );
+    }
+
+    #[test]
+    fn a_uniform_genesis_has_the_root_of_its_diff() {
+        // 100 accounts: three full leaves and a short one.
+        let spec = crate::ChainSpec::dev(1, 100);
+        let addresses: Vec<Address> = spec.alloc().keys().copied().collect();
+        let account = AccountState {
+            nonce: 0,
+            balance: U256::from(crate::DEV_BALANCE_WEI),
+            code_hash: alloy_primitives::KECCAK256_EMPTY,
+        };
+        let expected = state_root(B256::ZERO, &StateDiff::from_genesis(&spec), &SerialLeaves);
+        assert_eq!(uniform_genesis_root(&addresses, account), expected);
+        let other = AccountState {
+            nonce: 1,
+            ..account
+        };
+        assert_ne!(uniform_genesis_root(&addresses, other), expected);
+        assert_ne!(uniform_genesis_root(&addresses[1..], account), expected);
     }
 }
