@@ -4,14 +4,10 @@
 // browser refuses the answer. Every request the page makes is accounted for.
 // Usage: node browser.mjs <puppeteer-core module dir> <dev rpc port> <rpc port of a node without CORS>
 import { createServer } from 'node:http';
-import { createRequire } from 'node:module';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import assert from 'node:assert/strict';
+import { launchChromium } from './chromium.mjs';
 
 const [modules, devPort, closedPort] = process.argv.slice(2);
-const puppeteer = createRequire(modules + '/')('puppeteer-core');
 const ALICE = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
 
 // The page: calls the node named in its query string, writes what came back (or the
@@ -31,13 +27,7 @@ await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 // localhost, not 127.0.0.1: another origin than the node's, as a dapp's page is.
 const origin = `http://localhost:${server.address().port}`;
 
-const profile = mkdtempSync(join(tmpdir(), 'stave-chromium-'));
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  userDataDir: profile,
-  args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const browser = await launchChromium(modules);
 
 /** Opens the page against the node on `port`; what it wrote, and its failed requests. */
 async function visit(port) {
@@ -63,7 +53,6 @@ try {
   assert.match(closed.out.error ?? '', /Failed to fetch/, JSON.stringify(closed.out));
   console.log(JSON.stringify({ client: 'chromium', ok: true, chainId: open.out.chainId, refusedWithoutCors: true }));
 } finally {
-  await browser.close();
+  await browser.closeAndClean();
   server.close();
-  rmSync(profile, { recursive: true, force: true });
 }

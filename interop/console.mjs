@@ -1,17 +1,18 @@
-// The node's web console in headless Chromium (Debian's, driven by puppeteer-core), on a
-// dev node under load: the head advances on the page, the TPS chart fills with what the
-// node includes, a transaction found by its hash shows its receipt and call trace, an
-// account its balance; the console's JSON-RPC refuses anything but reads. Every request
-// the page makes must succeed and it must log no error. Screenshots go to <shots dir>.
-// Usage: node console.mjs <puppeteer-core module dir> <metrics port> <shots dir>
-import { createRequire } from 'node:module';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// The node's web console in headless Chromium (Debian's, driven by puppeteer-core). On a
+// dev node under load (mode `dev`): the head advances on the page, the TPS chart fills
+// with what the node includes, a transaction found by its hash shows its receipt and call
+// trace, an account its balance. On a validator of a 4-validator testnet (mode
+// `testnet`): the head advances and the validators table lists all 4, each with the last
+// view it voted in. In both the console's JSON-RPC refuses anything but reads, every
+// request the page makes must succeed and it must log no error. Screenshots go to
+// <shots dir>.
+// Usage: node console.mjs <puppeteer-core module dir> <metrics port> <shots dir> [dev|testnet]
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
+import { launchChromium } from './chromium.mjs';
 
-const [modules, metricsPort, shots] = process.argv.slice(2);
-const puppeteer = createRequire(modules + '/')('puppeteer-core');
+const [modules, metricsPort, shots, mode = 'dev'] = process.argv.slice(2);
 const base = `http://127.0.0.1:${metricsPort}`;
 mkdirSync(shots, { recursive: true });
 
@@ -29,13 +30,7 @@ assert.equal(write.error?.code, -32601, JSON.stringify(write));
 const batch = await (await fetch(`${base}/rpc`, { method: 'POST', body: '[]' })).json();
 assert.equal(batch.error?.code, -32600, JSON.stringify(batch));
 
-const profile = mkdtempSync(join(tmpdir(), 'stave-console-'));
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  userDataDir: profile,
-  args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const browser = await launchChromium(modules);
 const number = (text) => Number(text.replace(/[^0-9.]/g, ''));
 try {
   const tab = await browser.newPage();
@@ -54,7 +49,28 @@ try {
   await tab.waitForFunction(() => /^\d+$/.test(document.querySelector('#head').textContent), { timeout: 20000 });
   const first = number(await tab.$eval('#head', (e) => e.textContent));
   await tab.waitForFunction((h) => Number(document.querySelector('#head').textContent) > h, { timeout: 20000 }, first);
+  if (mode === 'testnet') {
+    await checkValidators(tab);
+  } else {
+    await checkDevNode(tab);
+  }
+  assert.deepEqual(failed, [], `failed requests: ${failed}`);
+  assert.deepEqual(errors, [], `console errors: ${errors}`);
+  console.log(JSON.stringify({ client: 'console', mode, ok: true, head: first, shots }));
+} finally {
+  await browser.closeAndClean();
+}
 
+// The validators table lists the testnet's 4, and this node has seen each of them vote.
+async function checkValidators(tab) {
+  await tab.waitForFunction(() => {
+    const rows = [...document.querySelectorAll('#validators tr.validator')];
+    return rows.length === 4 && rows.every((row) => /view \d+/.test(row.textContent) && /\d+ views/.test(row.textContent));
+  }, { timeout: 30000 });
+  await tab.screenshot({ path: join(shots, 'console-testnet.png'), fullPage: true });
+}
+
+async function checkDevNode(tab) {
   // The TPS chart has points, and the load shows in it.
   await tab.waitForFunction(() => Number(document.querySelector('#tps').dataset.points || 0) >= 5, { timeout: 30000 });
   await tab.waitForFunction(() => /at most [1-9]/.test(document.querySelector('#tps-now').textContent), { timeout: 30000 });
@@ -87,11 +103,4 @@ try {
   const overflow = await tab.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 0, `the page is ${overflow}px wider than a phone`);
   await tab.screenshot({ path: join(shots, 'console-phone.png'), fullPage: true });
-
-  assert.deepEqual(failed, [], `failed requests: ${failed}`);
-  assert.deepEqual(errors, [], `console errors: ${errors}`);
-  console.log(JSON.stringify({ client: 'console', ok: true, head: first, tx: hash, shots }));
-} finally {
-  await browser.close();
-  rmSync(profile, { recursive: true, force: true });
 }

@@ -109,3 +109,19 @@ curl -sf "http://127.0.0.1:$((port + 1))/metrics" | grep -q stave_stage_seconds
 kill -TERM $node_pid
 wait $node_pid
 grep -q 'SIGTERM: stopping' "$log"
+# The console of a validator of a 4-validator testnet lists the 4 and their last votes.
+testnet="$datadir/testnet"
+"$stave" testnet init --nodes 4 --dir "$testnet" --rpc-port "$((port + 10))" \
+    --metrics-port "$((port + 20))" --p2p-port "$((port + 30))" >/dev/null
+"$stave" testnet run --dir "$testnet" >"$datadir/testnet.log" 2>&1 &
+testnet_pid=$!
+trap 'kill $testnet_pid 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$datadir"' EXIT
+for _ in $(seq 300); do
+    curl -sf "http://127.0.0.1:$((port + 20))/health" >/dev/null && break
+    kill -0 $testnet_pid || { cat "$datadir/testnet.log"; exit 1; }
+    sleep 0.1
+done
+node "$here/console.mjs" "$puppeteer_modules" "$((port + 20))" \
+    "${CONSOLE_SHOTS:-${CARGO_TARGET_DIR:-$HOME/.cache/stave-target}/console}" testnet
+kill -TERM $testnet_pid
+wait $testnet_pid

@@ -165,6 +165,16 @@ fn counter(metrics: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The values of every series of the gauge `name` that carries labels.
+fn labelled(metrics: &str, name: &str) -> Vec<u64> {
+    metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix(name)?.strip_prefix('{'))
+        .filter_map(|rest| rest.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+        .map(|value| value as u64)
+        .collect()
+}
+
 #[test]
 fn four_validators_agree_under_load_and_a_killed_one_catches_up() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -189,6 +199,23 @@ fn four_validators_agree_under_load_and_a_killed_one_catches_up() {
     drop(nodes.pop());
     let more = send_beside(&senders[..3], &nodes, 10, 5);
     wait_final(&nodes, &more, "transfers final without validator 3");
+    // The survivors see who stopped voting: one validator's last vote falls behind the
+    // others' as they go on.
+    wait_for(
+        "validator 3's last vote to lag",
+        Duration::from_secs(60),
+        || {
+            let mut last_votes =
+                labelled(&nodes[0].metrics(), "stave_consensus_validator_last_view");
+            assert_eq!(
+                last_votes.len(),
+                4,
+                "one series per validator: {last_votes:?}"
+            );
+            last_votes.sort_unstable();
+            last_votes[0] + 3 <= last_votes[1]
+        },
+    );
 
     // Restarted, it catches up to the same chain.
     let target = nodes.iter().map(Node::head).min().expect("nodes");
@@ -261,6 +288,18 @@ fn validators_cross_epochs_and_one_killed_before_a_boundary_votes_after_it() {
     let killed_at = nodes[0].head();
     let more = send_beside(&senders[..3], &nodes, 10, 5);
     wait_final(&nodes, &more, "transfers final without validator 3");
+    // The survivors see who stopped voting: one validator's last vote lags the others'.
+    let mut last_votes = labelled(&nodes[0].metrics(), "stave_consensus_validator_last_view");
+    assert_eq!(
+        last_votes.len(),
+        4,
+        "one series per validator: {last_votes:?}"
+    );
+    last_votes.sort_unstable();
+    assert!(
+        last_votes[0] + 3 <= last_votes[1],
+        "validator 3's last vote should lag: {last_votes:?}"
+    );
     wait_height(
         &nodes,
         killed_at + EPOCH_LENGTH,

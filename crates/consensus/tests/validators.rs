@@ -330,6 +330,7 @@ fn start(
     std::thread::spawn(move || actor.run().expect("chain actor"));
     let config = ValidatorConfig {
         key: keys[index].clone(),
+        finalizations: app.finalizations(sets.clone()),
         sets,
         network,
         storage: data.join("consensus"),
@@ -339,7 +340,6 @@ fn start(
         epoch_length: NonZeroU64::new(spec.epoch_length()).expect("at least 2"),
         epoch_starts,
         committed_tips: app.committed_tips(),
-        finalizations: app.finalizations(),
     };
     std::thread::spawn(move || match forger {
         Some((forgery, forged)) => run_validator(

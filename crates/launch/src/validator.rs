@@ -222,6 +222,7 @@ pub(crate) fn start(
     };
     let validator = ValidatorConfig {
         key,
+        finalizations: app.finalizations(sets.clone()),
         sets,
         network: p2p.network.clone(),
         storage: config
@@ -234,7 +235,6 @@ pub(crate) fn start(
         epoch_length,
         epoch_starts,
         committed_tips: app.committed_tips(),
-        finalizations: app.finalizations(),
     };
     let actor = supervisor.spawn("chain actor", "chain-actor", move || {
         actor

@@ -12,14 +12,15 @@ use std::{
     time::{Duration, Instant},
 };
 
+use alloy_primitives::B256;
 use commonware_actor::Feedback;
 use commonware_codec::Encode as _;
 use commonware_consensus::{
-    Application, Heightable, Reporter, Viewable,
+    Application, Epochable, Heightable, Reporter, Viewable,
     marshal::{Update, ancestry::Ancestry},
     simplex::{
         scheme::ed25519::Scheme,
-        types::{Activity, Context},
+        types::{Activity, Attributable, Context},
     },
 };
 use commonware_cryptography::{Digested, Digestible, ed25519::PublicKey, sha256::Digest};
@@ -30,7 +31,10 @@ use stave_txpool::TxPool;
 use tokio::sync::watch;
 
 use super::{CatchingUp, Request};
-use crate::block::{ConsensusBlock, hash_of};
+use crate::{
+    ValidatorSets,
+    block::{ConsensusBlock, hash_of},
+};
 
 /// The engine's handle on the chain: marshal's application and finalized-block reporter.
 #[derive(Clone)]
@@ -103,11 +107,13 @@ impl StaveApp {
     }
 
     /// The engine's reporter that hands each finalization certificate to the chain actor,
-    /// which stores it with its block for peers catching up.
-    pub fn finalizations(&self) -> FinalizationRecorder {
+    /// which stores it with its block for peers catching up. `sets` names the signers of
+    /// the votes it sees (for each validator's last vote).
+    pub fn finalizations(&self, sets: Arc<ValidatorSets>) -> FinalizationRecorder {
         FinalizationRecorder {
             requests: self.requests.clone(),
             views: Arc::default(),
+            sets,
         }
     }
 
@@ -241,20 +247,24 @@ impl Reporter for StaveApp {
 /// [`Request::Certificate`]. All activity also moves the consensus metrics: the highest
 /// view seen (`stave_consensus_view`) and, per finalized view, the time from the first
 /// activity this node saw in it to its finalization certificate
-/// (`stave_consensus_finalization_seconds`).
+/// (`stave_consensus_finalization_seconds`), and each validator's last vote
+/// (`stave_consensus_validator_last_view`, labelled with its consensus public key, so an
+/// operator sees which one lags).
 #[derive(Clone)]
 pub struct FinalizationRecorder {
     requests: mpsc::Sender<Request>,
     views: Arc<std::sync::Mutex<ViewClock>>,
+    sets: Arc<ValidatorSets>,
 }
 
 /// When this node first saw activity in each view not finalized yet, the highest view
-/// seen, and the highest finalized.
+/// seen, the highest finalized, and the highest view each validator voted in.
 #[derive(Debug, Default)]
 struct ViewClock {
     first_seen: BTreeMap<u64, Instant>,
     highest: u64,
     finalized: Option<u64>,
+    last_votes: BTreeMap<B256, u64>,
 }
 
 impl ViewClock {
@@ -276,6 +286,29 @@ impl ViewClock {
         self.finalized = Some(self.finalized.map_or(view, |finalized| finalized.max(view)));
         started
     }
+
+    /// `validator` voted in `view`; returns the highest view it has voted in (votes arrive
+    /// out of order, so a late one does not move it back).
+    fn voted(&mut self, validator: B256, view: u64) -> u64 {
+        let last = self.last_votes.entry(validator).or_default();
+        *last = (*last).max(view);
+        *last
+    }
+}
+
+impl FinalizationRecorder {
+    /// Who signed `activity`, if it is one validator's vote: its key in its epoch's set.
+    fn voter(&self, activity: &Activity<Scheme, Digest>) -> Option<B256> {
+        let signer = match activity {
+            Activity::Notarize(vote) => vote.signer(),
+            Activity::Nullify(vote) => vote.signer(),
+            Activity::Finalize(vote) => vote.signer(),
+            _ => return None,
+        };
+        let set = self.sets.get(activity.epoch())?;
+        let key = set.get(usize::from(signer))?;
+        Some(B256::from_slice(key.as_ref()))
+    }
 }
 
 impl Reporter for FinalizationRecorder {
@@ -283,6 +316,7 @@ impl Reporter for FinalizationRecorder {
 
     fn report(&mut self, activity: Self::Activity) -> Feedback {
         let view = activity.view().get();
+        let voter = self.voter(&activity);
         let latency = {
             let mut views = self
                 .views
@@ -290,6 +324,11 @@ impl Reporter for FinalizationRecorder {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let highest = views.saw(view);
             metrics::gauge!("stave_consensus_view").set(highest as f64);
+            if let Some(voter) = voter {
+                let last = views.voted(voter, view);
+                metrics::gauge!("stave_consensus_validator_last_view", "validator" => voter.to_string())
+                    .set(last as f64);
+            }
             match &activity {
                 Activity::Finalization(_) => views.finalized(view),
                 _ => None,
@@ -331,6 +370,17 @@ mod tests {
         assert_eq!(clock.finalized(3), None);
         assert!(clock.finalized(4).is_some());
         assert!(clock.first_seen.is_empty());
+    }
+
+    #[test]
+    fn a_validators_last_vote_never_moves_back() {
+        let mut clock = super::ViewClock::default();
+        let (a, b) = (B256::repeat_byte(1), B256::repeat_byte(2));
+        assert_eq!(clock.voted(a, 5), 5);
+        assert_eq!(clock.voted(b, 2), 2);
+        assert_eq!(clock.voted(a, 4), 5, "a late vote");
+        assert_eq!(clock.voted(a, 7), 7);
+        assert_eq!(clock.last_votes[&b], 2);
     }
     use commonware_utils::{Acknowledgement, acknowledgement::Exact};
     use stave_primitives::{Block, Header};
