@@ -58,7 +58,8 @@ pub struct NodeConfig {
     #[cfg_attr(feature = "clap", arg(long, default_value_t = stave_node::DEFAULT_PREFETCH_THREADS))]
     pub prefetch_threads: usize,
     /// How to make each run's data cold: `drop` the OS page cache (needs root; affects
-    /// the whole machine's cache) or only `fadvise` the copied data file.
+    /// the whole machine's cache), only `fadvise` the copied data file, or `keep` it
+    /// cached (a warm node whose state fits in memory).
     #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = OsCache::Drop))]
     pub os_cache: OsCache,
 }
@@ -72,6 +73,9 @@ pub enum OsCache {
     Drop,
     /// Only advise the kernel to drop the copied data file.
     Fadvise,
+    /// Keep the copy in the OS page cache: a long-running node whose state fits in
+    /// memory, its pages read once long ago.
+    Keep,
 }
 
 /// Share of the prefetch run's state reads each layer served, from the second block on.
@@ -122,7 +126,8 @@ pub struct NodeReport {
     pub disk_bytes_per_tx: f64,
     /// Data dir pages before the blocks, per account.
     pub disk_bytes_per_account: f64,
-    /// How the runs were made cold: "dropped" (the OS page cache) or "fadvise".
+    /// How the runs were made cold: "dropped" (the OS page cache), "fadvise", or "kept"
+    /// (not cold: `--os-cache keep`).
     pub cold: &'static str,
 }
 
@@ -158,8 +163,8 @@ struct Run {
 }
 
 /// Copies an LMDB data dir and drops the copy from the OS page cache, so its first reads
-/// go to the disk; with `OsCache::Drop`, drops the whole clean page cache too. Returns how
-/// cold the copy is.
+/// go to the disk; with `OsCache::Drop`, drops the whole clean page cache too; with
+/// `OsCache::Keep`, leaves it cached. Returns how cold the copy is.
 fn cold_copy(
     from: &Path,
     to: &Path,
@@ -172,6 +177,9 @@ fn cold_copy(
     std::fs::copy(from.join("data.mdb"), &target).map_err(copying())?;
     let file = File::open(&target).map_err(copying())?;
     file.sync_all().map_err(copying())?;
+    if os_cache == OsCache::Keep {
+        return Ok("kept");
+    }
     // SAFETY: a plain syscall on an open descriptor; advice only, no memory is touched.
     let status = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     if status != 0 {

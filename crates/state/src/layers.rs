@@ -40,8 +40,10 @@ const ORIGIN_SHARDS: usize = 32;
 /// Shards of the clean cache.
 const CLEAN_SHARDS: usize = 16;
 /// Values a prefetching thread loads before it puts them in the origin pool: each put
-/// write-locks the shards they go to (see [`crate::sharded`]).
-const PREFETCH_BATCH: usize = 512;
+/// write-locks the shards they go to (see [`crate::sharded`]), but a value not put there
+/// yet is no use to the executor, which reads it from disk again. A prefetch runs on
+/// beside the block it loads for, a few transactions ahead, so the batch is small.
+const PREFETCH_BATCH: usize = 2;
 /// Values the origin pool holds before it is emptied (at a block boundary).
 const ORIGIN_CAPACITY: usize = 1 << 20;
 /// Values one thread's [`ColdReads`] keeps until the next layer is prepared; the reads
@@ -53,6 +55,19 @@ const COLD_READS_KEPT: usize = 1 << 16;
 /// pre-sized: its tables, touched at random, would then fault in pages they may never
 /// use.
 const RESERVED_ENTRIES: usize = 1 << 16;
+
+thread_local! {
+    /// Values this thread's prefetch reads loaded from disk (see [`prefetch_disk_loads`]).
+    static PREFETCH_DISK_LOADS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many values the calling thread's prefetch reads have loaded from disk so far. A
+/// prefetcher compares it before and after reading a transaction's accounts: if none
+/// was on disk, the state it touches is most likely in memory already, and running the
+/// transaction only to load its slots would cost the executor the CPU it takes.
+pub fn prefetch_disk_loads() -> u64 {
+    PREFETCH_DISK_LOADS.with(std::cell::Cell::get)
+}
 
 /// How many state reads each layer served (and what prefetching loaded for nothing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -802,6 +817,7 @@ impl<'s> StateLayers<'s> {
                 self.count(reader, |c| &c.disk);
                 if reader == Reader::Prefetch {
                     metrics::counter!("stave_state_prefetch_loads_total").increment(1);
+                    PREFETCH_DISK_LOADS.with(|loads| loads.set(loads.get() + 1));
                 }
                 self.read_disk(&key).map_err(state_error)?
             }

@@ -35,6 +35,10 @@ pub struct NodeArgs {
     /// blocks: a config file's default) or a number of blocks.
     #[arg(long)]
     history: Option<stave_launch::History>,
+    /// Threads that load what blocks will read before execution reads it (0: none; the
+    /// config's `prefetch_threads`).
+    #[arg(long)]
+    prefetch_threads: Option<usize>,
 }
 
 impl NodeArgs {
@@ -53,6 +57,7 @@ impl NodeArgs {
             block_time: self.block_time_ms.map(Duration::from_millis),
             block_txs: self.block_txs,
             history: self.history,
+            prefetch_threads: self.prefetch_threads,
         });
         Ok(config)
     }

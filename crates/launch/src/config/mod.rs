@@ -103,6 +103,8 @@ pub struct Overrides {
     pub block_txs: Option<usize>,
     /// Which past blocks' state is served.
     pub history: Option<History>,
+    /// Threads that prefetch blocks' reads (0: none).
+    pub prefetch_threads: Option<usize>,
 }
 
 /// How a node makes blocks.
@@ -259,6 +261,7 @@ impl NodeConfig {
             block_time,
             block_txs,
             history,
+            prefetch_threads,
         } = overrides;
         if let Some(dir) = datadir {
             self.datadir = Some(dir);
@@ -272,6 +275,7 @@ impl NodeConfig {
         self.block_time = block_time.unwrap_or(self.block_time);
         self.block_txs = block_txs.unwrap_or(self.block_txs);
         self.history = history.unwrap_or(self.history);
+        self.prefetch_threads = prefetch_threads.unwrap_or(self.prefetch_threads);
     }
 }
 
@@ -403,6 +407,7 @@ impl FileConfig {
             block_time: self.block_time_ms.map(Duration::from_millis),
             block_txs: self.block_txs,
             history: None,
+            prefetch_threads: self.prefetch_threads,
         });
         // A node run from a file serves no web page unless `[rpc] cors_origins` says so,
         // and keeps no history unless `history` says so.
@@ -423,7 +428,6 @@ impl FileConfig {
         config.sender_cache_entries = self
             .sender_cache_entries
             .unwrap_or(config.sender_cache_entries);
-        config.prefetch_threads = self.prefetch_threads.unwrap_or(config.prefetch_threads);
         config.pool_max_txs = self.pool_max_txs;
         config.pool_max_per_sender = self.pool_max_per_sender;
         config.role = match (self.consensus, self.producer) {

@@ -3,20 +3,52 @@
 //! ([`Chain::import_stream`]). Followers, `stave import`, a validator's catch-up and the
 //! pipeline bench all come in here.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use alloy_primitives::B256;
-use stave_primitives::{Receipt, RecoveredTx, SealedBlock};
+use stave_primitives::{Header, Receipt, RecoveredTx, SealedBlock};
 use stave_storage::{commit::Committed, read::header};
 
 use super::{
     Chain,
     commit::{Flush, PreparedBlock},
     execute::{ExecuteOn, Executed, Prefetch},
-    receive::{Incoming, Received},
-    stage::{StageTimes, stage},
+    receive::{Incoming, Received, Verified},
+    stage::{StageTimes, record, stage},
 };
 use crate::error::ImportError;
+
+/// A block's header and transactions, for a prefetch that outlives the block's journey
+/// through the stages.
+struct PrefetchJob {
+    header: Header,
+    txs: Vec<RecoveredTx>,
+}
+
+/// A prefetch running on a thread of a stream's scope until it is told to stop.
+struct Prefetching<'scope> {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::ScopedJoinHandle<'scope, Option<Duration>>,
+}
+
+impl Prefetching<'_> {
+    /// Stops the prefetch (what it has not loaded, execution reads for itself), waits for
+    /// its thread and records how long it ran; a panic on it goes on here.
+    fn finish(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.handle.join() {
+            Ok(Some(elapsed)) => record("prefetch", elapsed),
+            Ok(None) => {}
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
 
 /// What importing a block did: the import pipeline's output.
 #[derive(Debug, Clone)]
@@ -55,10 +87,11 @@ impl Chain<'_> {
     }
 
     /// Imports consecutive encoded blocks, overlapping stages across blocks when parallel:
-    /// block N+1 is decoded, verified and (with a prefetcher, see
-    /// [`Chain::with_prefetcher`]) prefetched while block N executes and commits. Calls
-    /// `on_block` after each block; stops at the first error (every block before it is
-    /// committed).
+    /// block N+1 is decoded and verified while block N executes and commits. With a
+    /// prefetcher (see [`Chain::with_prefetcher`]) block N+1's reads are prefetched from
+    /// the moment it is verified until it has executed: ahead of it while block N runs,
+    /// then beside it. Calls `on_block` after each block; stops at the first error (every
+    /// block before it is committed).
     pub fn import_stream<'b>(
         &mut self,
         blocks: impl IntoIterator<Item = impl Into<Incoming<'b>>>,
@@ -81,59 +114,105 @@ impl Chain<'_> {
             return Ok(());
         }
         let this = &*self;
-        let prefetcher = this.prefetcher.as_deref();
-        let mut pending = this.receive(first)?;
-        loop {
-            let next = blocks.next();
-            let on = match &pending {
-                Received::Verified(verified) => ExecuteOn::beside(verified, next.is_some()),
-                Received::Stored { .. } => ExecuteOn::AllThreads,
+        std::thread::scope(|scope| {
+            let mut pending = this.receive(first)?;
+            // The prefetch of `pending`'s reads: it runs on while `pending` executes, and
+            // is stopped once it has (the first block has nothing before it to hide its
+            // prefetch behind, so it starts beside its execution).
+            let mut prefetching = match &pending {
+                Received::Verified(verified) => this.prefetch_job(verified).map(|job| {
+                    let stop = Arc::new(AtomicBool::new(false));
+                    let handle = scope.spawn({
+                        let stop = stop.clone();
+                        move || this.run_prefetch(job, &stop)
+                    });
+                    Prefetching { stop, handle }
+                }),
+                Received::Stored { .. } => None,
             };
-            // Set once block N is applied: block N+1 is about to execute and reads for
-            // itself what the prefetch has not loaded by then.
-            let stop_prefetch = AtomicBool::new(false);
-            let (applied, received) = std::thread::scope(|scope| {
-                let stop_prefetch = &stop_prefetch;
+            loop {
+                let next = blocks.next();
+                let on = match &pending {
+                    Received::Verified(verified) => ExecuteOn::beside(verified, next.is_some()),
+                    Received::Stored { .. } => ExecuteOn::AllThreads,
+                };
+                // Block N+1 is received on a thread of its own, which hands it over and
+                // then prefetches its reads while block N executes, and on while block
+                // N+1 itself executes in the next round.
                 let ahead = next.map(|bytes| {
-                    scope.spawn(move || {
-                        let received = this.receive(bytes)?;
-                        if let (Some(prefetcher), Received::Verified(verified)) =
-                            (prefetcher, &received)
-                        {
-                            let header = verified.block.header();
-                            let (_, elapsed) = stage("prefetch", header.number, || {
-                                prefetcher.prefetch(
-                                    &this.layers.latest(),
-                                    this.env(header),
-                                    &verified.recovered,
-                                    stop_prefetch,
-                                );
-                            });
-                            tracing::debug!(prefetch_us = elapsed.as_micros() as u64, "prefetched");
+                    let (handover, received) = std::sync::mpsc::sync_channel(1);
+                    let stop = Arc::new(AtomicBool::new(false));
+                    let handle = scope.spawn({
+                        let stop = stop.clone();
+                        move || {
+                            let outcome = this.receive(bytes);
+                            let job = match &outcome {
+                                Ok(Received::Verified(verified)) => this.prefetch_job(verified),
+                                _ => None,
+                            };
+                            // The receiver waits for this; it is gone only on an error.
+                            let _ = handover.send(outcome);
+                            job.and_then(|job| this.run_prefetch(job, &stop))
                         }
-                        Ok::<_, ImportError>(received)
-                    })
+                    });
+                    (received, Prefetching { stop, handle })
                 });
                 // The oldest state layers go to disk in the background.
                 let flushing = scope.spawn(|| this.layers.flush(true));
                 let applied = this.apply(pending, Flush::Later, on, Prefetch::Skip);
-                stop_prefetch.store(true, Ordering::Relaxed);
-                let flushed = flushing.join();
-                (
-                    applied.and_then(|imported| match flushed {
-                        Ok(result) => result.map(|_| imported).map_err(ImportError::from),
-                        Err(panic) => std::panic::resume_unwind(panic),
-                    }),
-                    ahead.map(|handle| handle.join()),
-                )
-            });
-            on_block(applied?);
-            match received {
-                None => return Ok(()),
-                Some(Ok(received)) => pending = received?,
-                Some(Err(panic)) => std::panic::resume_unwind(panic),
+                if let Some(prefetch) = prefetching.take() {
+                    prefetch.finish();
+                }
+                let applied = applied.and_then(|imported| match flushing.join() {
+                    Ok(result) => result.map(|_| imported).map_err(ImportError::from),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                });
+                let imported = match applied {
+                    Ok(imported) => imported,
+                    Err(error) => {
+                        if let Some((_, prefetch)) = ahead {
+                            prefetch.finish();
+                        }
+                        return Err(error);
+                    }
+                };
+                on_block(imported);
+                let Some((received, prefetch)) = ahead else {
+                    return Ok(());
+                };
+                match received.recv() {
+                    Ok(received) => {
+                        prefetching = Some(prefetch);
+                        pending = received?;
+                    }
+                    // The thread ended without handing the block over: it panicked.
+                    Err(_) => {
+                        prefetch.finish();
+                        unreachable!("a receiving thread that panicked was joined");
+                    }
+                }
             }
-        }
+        })
+    }
+
+    /// What a prefetch of `verified` needs, owned, so it can run on while the block itself
+    /// moves on to execution; `None` without a prefetcher or for a block without
+    /// transactions.
+    fn prefetch_job(&self, verified: &Verified<'_>) -> Option<PrefetchJob> {
+        self.prefetcher.as_ref()?;
+        (!verified.recovered.is_empty()).then(|| PrefetchJob {
+            header: verified.block.header().clone(),
+            txs: verified.recovered.clone(),
+        })
+    }
+
+    /// Prefetches `job` until it is done or `stop` is set; how long it ran (`None`
+    /// without a prefetcher).
+    fn run_prefetch(&self, job: PrefetchJob, stop: &AtomicBool) -> Option<Duration> {
+        let prefetcher = self.prefetcher.as_deref()?;
+        let clock = Instant::now();
+        prefetcher.prefetch(&self.layers.latest(), self.env(&job.header), &job.txs, stop);
+        Some(clock.elapsed())
     }
 
     /// The execute and commit stages of a received block, on top of the stored head.
