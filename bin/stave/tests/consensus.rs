@@ -288,18 +288,6 @@ fn validators_cross_epochs_and_one_killed_before_a_boundary_votes_after_it() {
     let killed_at = nodes[0].head();
     let more = send_beside(&senders[..3], &nodes, 10, 5);
     wait_final(&nodes, &more, "transfers final without validator 3");
-    // The survivors see who stopped voting: one validator's last vote lags the others'.
-    let mut last_votes = labelled(&nodes[0].metrics(), "stave_consensus_validator_last_view");
-    assert_eq!(
-        last_votes.len(),
-        4,
-        "one series per validator: {last_votes:?}"
-    );
-    last_votes.sort_unstable();
-    assert!(
-        last_votes[0] + 3 <= last_votes[1],
-        "validator 3's last vote should lag: {last_votes:?}"
-    );
     wait_height(
         &nodes,
         killed_at + EPOCH_LENGTH,

@@ -248,8 +248,9 @@ impl Reporter for StaveApp {
 /// view seen (`stave_consensus_view`) and, per finalized view, the time from the first
 /// activity this node saw in it to its finalization certificate
 /// (`stave_consensus_finalization_seconds`), and each validator's last vote
-/// (`stave_consensus_validator_last_view`, labelled with its consensus public key, so an
-/// operator sees which one lags).
+/// (`stave_consensus_validator_last_view` and `_last_epoch`, labelled with its consensus
+/// public key, so an operator sees which one lags). Views count from 0 again in each
+/// epoch, so every comparison is of (epoch, view) rounds.
 #[derive(Clone)]
 pub struct FinalizationRecorder {
     requests: mpsc::Sender<Request>,
@@ -257,41 +258,47 @@ pub struct FinalizationRecorder {
     sets: Arc<ValidatorSets>,
 }
 
-/// When this node first saw activity in each view not finalized yet, the highest view
-/// seen, the highest finalized, and the highest view each validator voted in.
+/// A consensus round as (epoch, view): ordered as the engine moves through them.
+type RoundKey = (u64, u64);
+
+/// When this node first saw activity in each round not finalized yet, the highest round
+/// seen, the highest finalized, and the highest round each validator voted in.
 #[derive(Debug, Default)]
 struct ViewClock {
-    first_seen: BTreeMap<u64, Instant>,
-    highest: u64,
-    finalized: Option<u64>,
-    last_votes: BTreeMap<B256, u64>,
+    first_seen: BTreeMap<RoundKey, Instant>,
+    highest: RoundKey,
+    finalized: Option<RoundKey>,
+    last_votes: BTreeMap<B256, RoundKey>,
 }
 
 impl ViewClock {
-    /// Notes activity in `view`; returns the highest view seen. Late votes of finalized
-    /// views start no clock.
-    fn saw(&mut self, view: u64) -> u64 {
-        if self.finalized.is_none_or(|finalized| view > finalized) {
-            self.first_seen.entry(view).or_insert_with(Instant::now);
+    /// Notes activity in `round`; returns the highest round seen. Late votes of
+    /// finalized rounds start no clock.
+    fn saw(&mut self, round: RoundKey) -> RoundKey {
+        if self.finalized.is_none_or(|finalized| round > finalized) {
+            self.first_seen.entry(round).or_insert_with(Instant::now);
         }
-        self.highest = self.highest.max(view);
+        self.highest = self.highest.max(round);
         self.highest
     }
 
-    /// `view` is finalized: how long since it was first seen; every view up to it is
+    /// `round` is finalized: how long since it was first seen; every round up to it is
     /// forgotten (the ones it skipped are settled too).
-    fn finalized(&mut self, view: u64) -> Option<Duration> {
-        let started = self.first_seen.get(&view).map(Instant::elapsed);
-        self.first_seen = self.first_seen.split_off(&(view + 1));
-        self.finalized = Some(self.finalized.map_or(view, |finalized| finalized.max(view)));
+    fn finalized(&mut self, round: RoundKey) -> Option<Duration> {
+        let started = self.first_seen.get(&round).map(Instant::elapsed);
+        self.first_seen = self.first_seen.split_off(&(round.0, round.1 + 1));
+        self.finalized = Some(
+            self.finalized
+                .map_or(round, |finalized| finalized.max(round)),
+        );
         started
     }
 
-    /// `validator` voted in `view`; returns the highest view it has voted in (votes arrive
-    /// out of order, so a late one does not move it back).
-    fn voted(&mut self, validator: B256, view: u64) -> u64 {
+    /// `validator` voted in `round`; returns the highest round it has voted in (votes
+    /// arrive out of order, so a late one does not move it back).
+    fn voted(&mut self, validator: B256, round: RoundKey) -> RoundKey {
         let last = self.last_votes.entry(validator).or_default();
-        *last = (*last).max(view);
+        *last = (*last).max(round);
         *last
     }
 }
@@ -315,22 +322,25 @@ impl Reporter for FinalizationRecorder {
     type Activity = Activity<Scheme, Digest>;
 
     fn report(&mut self, activity: Self::Activity) -> Feedback {
-        let view = activity.view().get();
+        let round = (activity.epoch().get(), activity.view().get());
         let voter = self.voter(&activity);
         let latency = {
             let mut views = self
                 .views
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let highest = views.saw(view);
+            let (_, highest) = views.saw(round);
             metrics::gauge!("stave_consensus_view").set(highest as f64);
             if let Some(voter) = voter {
-                let last = views.voted(voter, view);
-                metrics::gauge!("stave_consensus_validator_last_view", "validator" => voter.to_string())
-                    .set(last as f64);
+                let (epoch, view) = views.voted(voter, round);
+                let validator = voter.to_string();
+                metrics::gauge!("stave_consensus_validator_last_view", "validator" => validator.clone())
+                    .set(view as f64);
+                metrics::gauge!("stave_consensus_validator_last_epoch", "validator" => validator)
+                    .set(epoch as f64);
             }
             match &activity {
-                Activity::Finalization(_) => views.finalized(view),
+                Activity::Finalization(_) => views.finalized(round),
                 _ => None,
             }
         };
@@ -360,27 +370,30 @@ mod tests {
     #[test]
     fn a_view_is_timed_from_its_first_activity_and_late_votes_start_no_clock() {
         let mut clock = super::ViewClock::default();
-        assert_eq!(clock.saw(3), 3);
-        assert_eq!(clock.saw(4), 4);
+        assert_eq!(clock.saw((0, 3)), (0, 3));
+        assert_eq!(clock.saw((0, 4)), (0, 4));
         std::thread::sleep(Duration::from_millis(5));
-        let latency = clock.finalized(3).expect("seen");
+        let latency = clock.finalized((0, 3)).expect("seen");
         assert!(latency >= Duration::from_millis(5));
         // View 4 is still timed; view 3's late votes start nothing.
-        assert_eq!(clock.saw(3), 4);
-        assert_eq!(clock.finalized(3), None);
-        assert!(clock.finalized(4).is_some());
+        assert_eq!(clock.saw((0, 3)), (0, 4));
+        assert_eq!(clock.finalized((0, 3)), None);
+        assert!(clock.finalized((0, 4)).is_some());
         assert!(clock.first_seen.is_empty());
+        // A new epoch's views start again from 0 and are still later.
+        assert_eq!(clock.saw((1, 0)), (1, 0));
+        assert!(clock.finalized((1, 0)).is_some());
     }
 
     #[test]
     fn a_validators_last_vote_never_moves_back() {
         let mut clock = super::ViewClock::default();
         let (a, b) = (B256::repeat_byte(1), B256::repeat_byte(2));
-        assert_eq!(clock.voted(a, 5), 5);
-        assert_eq!(clock.voted(b, 2), 2);
-        assert_eq!(clock.voted(a, 4), 5, "a late vote");
-        assert_eq!(clock.voted(a, 7), 7);
-        assert_eq!(clock.last_votes[&b], 2);
+        assert_eq!(clock.voted(a, (0, 5)), (0, 5));
+        assert_eq!(clock.voted(b, (0, 2)), (0, 2));
+        assert_eq!(clock.voted(a, (0, 4)), (0, 5), "a late vote");
+        assert_eq!(clock.voted(a, (1, 1)), (1, 1), "the next epoch's view 1");
+        assert_eq!(clock.last_votes[&b], (0, 2));
     }
     use commonware_utils::{Acknowledgement, acknowledgement::Exact};
     use stave_primitives::{Block, Header};
