@@ -3,24 +3,16 @@
 //! ([`Chain::import_stream`]). Followers, `stave import`, a validator's catch-up and the
 //! pipeline bench all come in here.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::{Duration, Instant},
-};
-
 use alloy_primitives::B256;
 use stave_primitives::{Header, Receipt, RecoveredTx, SealedBlock};
 use stave_storage::{commit::Committed, read::header};
 
 use super::{
-    Chain,
+    Chain, Prefetching,
     commit::{Flush, PreparedBlock},
     execute::{ExecuteOn, Executed, Prefetch},
     receive::{Incoming, Received, Verified},
-    stage::{StageTimes, record, stage},
+    stage::{StageTimes, stage},
 };
 use crate::error::ImportError;
 
@@ -29,25 +21,6 @@ use crate::error::ImportError;
 struct PrefetchJob {
     header: Header,
     txs: Vec<RecoveredTx>,
-}
-
-/// A prefetch running on a thread of a stream's scope until it is told to stop.
-struct Prefetching<'scope> {
-    stop: Arc<AtomicBool>,
-    handle: std::thread::ScopedJoinHandle<'scope, Option<Duration>>,
-}
-
-impl Prefetching<'_> {
-    /// Stops the prefetch (what it has not loaded, execution reads for itself), waits for
-    /// its thread and records how long it ran; a panic on it goes on here.
-    fn finish(self) {
-        self.stop.store(true, Ordering::Relaxed);
-        match self.handle.join() {
-            Ok(Some(elapsed)) => record("prefetch", elapsed),
-            Ok(None) => {}
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    }
 }
 
 /// What importing a block did: the import pipeline's output.
@@ -121,12 +94,9 @@ impl Chain<'_> {
             // prefetch behind, so it starts beside its execution).
             let mut prefetching = match &pending {
                 Received::Verified(verified) => this.prefetch_job(verified).map(|job| {
-                    let stop = Arc::new(AtomicBool::new(false));
-                    let handle = scope.spawn({
-                        let stop = stop.clone();
-                        move || this.run_prefetch(job, &stop)
-                    });
-                    Prefetching { stop, handle }
+                    Prefetching::spawn(scope, move |stop| {
+                        this.run_prefetch(&job.header, &job.txs, stop)
+                    })
                 }),
                 Received::Stored { .. } => None,
             };
@@ -141,21 +111,17 @@ impl Chain<'_> {
                 // N+1 itself executes in the next round.
                 let ahead = next.map(|bytes| {
                     let (handover, received) = std::sync::mpsc::sync_channel(1);
-                    let stop = Arc::new(AtomicBool::new(false));
-                    let handle = scope.spawn({
-                        let stop = stop.clone();
-                        move || {
-                            let outcome = this.receive(bytes);
-                            let job = match &outcome {
-                                Ok(Received::Verified(verified)) => this.prefetch_job(verified),
-                                _ => None,
-                            };
-                            // The receiver waits for this; it is gone only on an error.
-                            let _ = handover.send(outcome);
-                            job.and_then(|job| this.run_prefetch(job, &stop))
-                        }
+                    let prefetch = Prefetching::spawn(scope, move |stop| {
+                        let outcome = this.receive(bytes);
+                        let job = match &outcome {
+                            Ok(Received::Verified(verified)) => this.prefetch_job(verified),
+                            _ => None,
+                        };
+                        // The receiver waits for this; it is gone only on an error.
+                        let _ = handover.send(outcome);
+                        job.and_then(|job| this.run_prefetch(&job.header, &job.txs, stop))
                     });
-                    (received, Prefetching { stop, handle })
+                    (received, prefetch)
                 });
                 // The oldest state layers go to disk in the background.
                 let flushing = scope.spawn(|| this.layers.flush(true));
@@ -204,15 +170,6 @@ impl Chain<'_> {
             header: verified.block.header().clone(),
             txs: verified.recovered.clone(),
         })
-    }
-
-    /// Prefetches `job` until it is done or `stop` is set; how long it ran (`None`
-    /// without a prefetcher).
-    fn run_prefetch(&self, job: PrefetchJob, stop: &AtomicBool) -> Option<Duration> {
-        let prefetcher = self.prefetcher.as_deref()?;
-        let clock = Instant::now();
-        prefetcher.prefetch(&self.layers.latest(), self.env(&job.header), &job.txs, stop);
-        Some(clock.elapsed())
     }
 
     /// The execute and commit stages of a received block, on top of the stored head.

@@ -42,13 +42,20 @@ mod receive;
 mod speculative;
 mod stage;
 
-use std::sync::Arc;
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use alloy_primitives::B256;
 use stave_codec::encode_block_parts;
 use stave_exec::{BlockEnv, ParallelExecutor};
 use stave_primitives::{
-    Block, ChainSpec, GlobalPoolLeaves, Header, SealedBlock, StateDiff, merkle_root, state_root,
+    Block, ChainSpec, GlobalPoolLeaves, Header, RecoveredTx, SealedBlock, StateDiff, merkle_root,
+    state_root,
 };
 use stave_state::StateLayers;
 use stave_storage::{
@@ -186,26 +193,66 @@ impl<'s> Chain<'s> {
     fn beside_prefetch<T>(
         &self,
         header: &Header,
-        txs: &[stave_primitives::RecoveredTx],
+        txs: &[RecoveredTx],
         execute: impl FnOnce() -> T,
     ) -> T {
-        let Some(prefetcher) = self.prefetcher.as_deref().filter(|_| !txs.is_empty()) else {
+        if self.prefetcher.is_none() || txs.is_empty() {
             return execute();
-        };
-        let stop = std::sync::atomic::AtomicBool::new(false);
+        }
         std::thread::scope(|scope| {
-            let prefetching = scope.spawn(|| {
-                let clock = std::time::Instant::now();
-                prefetcher.prefetch(&self.layers.latest(), self.env(header), txs, &stop);
-                clock.elapsed()
-            });
+            let prefetching =
+                Prefetching::spawn(scope, |stop| self.run_prefetch(header, txs, stop));
             let result = execute();
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            match prefetching.join() {
-                Ok(elapsed) => stage::record("prefetch", elapsed),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
+            prefetching.finish();
             result
         })
+    }
+
+    /// Prefetches what `txs` (of a block with `header`) read until done or `stop` is set;
+    /// how long it ran (`None` without a prefetcher).
+    fn run_prefetch(
+        &self,
+        header: &Header,
+        txs: &[RecoveredTx],
+        stop: &AtomicBool,
+    ) -> Option<Duration> {
+        let prefetcher = self.prefetcher.as_deref()?;
+        let clock = Instant::now();
+        prefetcher.prefetch(&self.layers.latest(), self.env(header), txs, stop);
+        Some(clock.elapsed())
+    }
+}
+
+/// A prefetch running on a thread of a scope until it is told to stop: beside a block's
+/// execution, or in a stream from when the block is received until it has executed.
+struct Prefetching<'scope> {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::ScopedJoinHandle<'scope, Option<Duration>>,
+}
+
+impl<'scope> Prefetching<'scope> {
+    /// Runs `prefetch` on a thread of `scope`, handing it the flag that tells it to stop;
+    /// it returns how long it prefetched, if it did.
+    fn spawn<'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        prefetch: impl FnOnce(&AtomicBool) -> Option<Duration> + Send + 'scope,
+    ) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = scope.spawn({
+            let stop = stop.clone();
+            move || prefetch(&stop)
+        });
+        Self { stop, handle }
+    }
+
+    /// Stops the prefetch (what it has not loaded, execution reads for itself), waits for
+    /// its thread and records how long it ran; a panic on it goes on here.
+    fn finish(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.handle.join() {
+            Ok(Some(elapsed)) => stage::record("prefetch", elapsed),
+            Ok(None) => {}
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
 }
