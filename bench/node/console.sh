@@ -13,12 +13,8 @@ CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 # run CONSOLE: a fresh dev node, loaded, with the console open if CONSOLE is 1; its TPS.
 run() {
   local dir="$WORK/node-$RANDOM"
-  mkdir -p "$dir"
-  "$STAVE" node --dev --datadir "$dir/data" --rpc-addr "127.0.0.1:$RPC0" \
-    --metrics-addr "127.0.0.1:$METRICS0" > "$dir/node.log" 2>&1 &
-  local pid=$!
-  PIDS+=("$pid")
-  wait_for "$RPC0"
+  start_dev "$dir"
+  local pid=$DEV_PID
   local browser=""
   if [ "$1" = 1 ]; then
     "$CHROMIUM" --headless=new --no-sandbox --disable-gpu --no-first-run \

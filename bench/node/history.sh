@@ -14,12 +14,8 @@ WORKLOAD="${WORKLOAD:-transfer}"
 # run HISTORY: a fresh dev node keeping HISTORY, loaded; prints "TPS BYTES_PER_TX".
 run() {
   local dir="$WORK/node-$RANDOM"
-  mkdir -p "$dir"
-  "$STAVE" node --dev --datadir "$dir/data" --history "$1" --rpc-addr "127.0.0.1:$RPC0" \
-    --metrics-addr "127.0.0.1:$METRICS0" > "$dir/node.log" 2>&1 &
-  local pid=$!
-  PIDS+=("$pid")
-  wait_for "$RPC0"
+  start_dev "$dir" --history "$1"
+  local pid=$DEV_PID
   local before
   before=$(du -B1 "$dir/data/data.mdb" | cut -f1)
   local tps

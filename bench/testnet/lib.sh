@@ -53,6 +53,18 @@ wait_for() {
   echo "node on port $1 did not answer" >&2; exit 1
 }
 
+# start_dev DIR [NODE ARGS...]: a dev node with its files in DIR, on RPC0 and METRICS0,
+# with NODE ARGS added; its pid in DEV_PID once it answers JSON-RPC.
+start_dev() {
+  local dir="$1"; shift
+  mkdir -p "$dir"
+  "$STAVE" node --dev --datadir "$dir/data" --rpc-addr "127.0.0.1:$RPC0" \
+    --metrics-addr "127.0.0.1:$METRICS0" "$@" > "$dir/node.log" 2>&1 &
+  DEV_PID=$!
+  PIDS+=("$DEV_PID")
+  wait_for "$RPC0"
+}
+
 # start_testnet: 4 validators under $WORK/tn (node i: RPC RPC0+i, metrics, P2P likewise),
 # and whatever more TESTNET_ARGS asks for (`--full-nodes 2`: nodes 4 and 5);
 # TESTNET_TOML, if set, is appended to every node's config (e.g. an `[rpc]` section);

@@ -84,20 +84,7 @@ fn bad_values_ports_in_use_and_open_key_files_are_refused_naming_the_key() {
     // A validator's key files as `stave testnet init` writes them pass; opened up, each
     // is refused.
     let testnet = dir.path().join("testnet");
-    let ports = support::free_ports(3);
-    let init = Command::new(env!("CARGO_BIN_EXE_stave"))
-        .args(["testnet", "init", "--nodes", "1", "--dir"])
-        .arg(&testnet)
-        .args(["--rpc-port", &ports.to_string()])
-        .args(["--metrics-port", &(ports + 1).to_string()])
-        .args(["--p2p-port", &(ports + 2).to_string()])
-        .output()
-        .expect("runs");
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
+    init_one_validator(&testnet);
     let node = testnet.join("node0");
     for (file, key) in [
         ("node.key", "[p2p] key"),
@@ -450,24 +437,7 @@ fn the_systemd_unit_runs_a_node_and_its_stop_signal_stops_it_cleanly() {
     let mut words = setting("ExecStart").split_whitespace();
     assert_eq!(words.next(), Some("/usr/local/bin/stave"));
     let dir = tempfile::tempdir().expect("tempdir");
-    let (rpc, metrics, p2p) = (
-        support::free_port(),
-        support::free_port(),
-        support::free_port(),
-    );
-    let init = Command::new(env!("CARGO_BIN_EXE_stave"))
-        .args(["testnet", "init", "--nodes", "1", "--dir"])
-        .arg(dir.path().join("net"))
-        .args(["--rpc-port", &rpc.to_string()])
-        .args(["--metrics-port", &metrics.to_string()])
-        .args(["--p2p-port", &p2p.to_string()])
-        .output()
-        .expect("runs");
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
+    let (rpc, metrics) = init_one_validator(&dir.path().join("net"));
     let config = dir.path().join("net/node0/config.toml");
     let mut command = Command::new(env!("CARGO_BIN_EXE_stave"));
     for word in words {
@@ -489,6 +459,26 @@ fn the_systemd_unit_runs_a_node_and_its_stop_signal_stops_it_cleanly() {
     for line in stderr.lines() {
         serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}"));
     }
+}
+
+/// `stave testnet init` of one validator into `dir`, on free ports; its JSON-RPC and
+/// metrics ports.
+fn init_one_validator(dir: &std::path::Path) -> (u16, u16) {
+    let ports = support::free_ports(3);
+    let init = Command::new(env!("CARGO_BIN_EXE_stave"))
+        .args(["testnet", "init", "--nodes", "1", "--dir"])
+        .arg(dir)
+        .args(["--rpc-port", &ports.to_string()])
+        .args(["--metrics-port", &(ports + 1).to_string()])
+        .args(["--p2p-port", &(ports + 2).to_string()])
+        .output()
+        .expect("runs");
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    (ports, ports + 1)
 }
 
 /// `stave state generate` writes a data dir and its genesis file: a node on them serves
