@@ -412,6 +412,13 @@ fn bench_node_reports_tps_hit_rates_memory_and_disk() {
     }
     assert_eq!(state["accounts"], 3000);
     assert_eq!(state["blocks"], 3);
+    for empty in ["--blocks", "--block-txs"] {
+        let refused = Command::new(env!("CARGO_BIN_EXE_stave"))
+            .args(["bench", "node", empty, "0"])
+            .output()
+            .expect("runs");
+        assert_eq!(refused.status.code(), Some(2), "clap refuses {empty} 0");
+    }
     let above = state["hit_rate_above_disk"].as_f64().expect("above disk");
     let disk = state["hit_rate"]["disk"].as_f64().expect("disk");
     assert!((above + disk - 1.0).abs() < 0.002, "{above} + {disk}");

@@ -25,7 +25,7 @@ use std::{
 use rand::{Rng, SeedableRng, seq::SliceRandom};
 use rayon::prelude::*;
 use serde::Serialize;
-use stave_node::{Chain, Parallelism, Prefetcher, generate_state};
+use stave_node::{Chain, GenerateStep, Parallelism, Prefetcher, generate_state};
 use stave_primitives::{ChainSpec, GeneratedState, RecoveredTx, U256, dev::dev_account};
 use stave_sdk::{LocalSigner, TxBuilder};
 use stave_state::LayerReads;
@@ -49,10 +49,16 @@ pub struct NodeConfig {
     #[cfg_attr(feature = "clap", arg(long, requires = "datadir"))]
     pub genesis: Option<PathBuf>,
     /// Blocks imported per run.
-    #[cfg_attr(feature = "clap", arg(long, default_value_t = 8))]
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))
+    )]
     pub blocks: usize,
     /// Transfers per block.
-    #[cfg_attr(feature = "clap", arg(long, default_value_t = 2_500))]
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, default_value_t = 2_500, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))
+    )]
     pub block_txs: usize,
     /// Prefetch threads of the run with prefetching.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = stave_node::DEFAULT_PREFETCH_THREADS))]
@@ -338,7 +344,11 @@ fn state(
             CHAIN_ID,
             keyed,
             config.accounts - keyed,
-            &mut |_| {},
+            &mut |step| {
+                if let GenerateStep::Written(written) = step {
+                    progress.note(&format!("written {written} accounts…"));
+                }
+            },
         )?
     };
     Ok((dir.path().to_owned(), spec, Some(dir)))
