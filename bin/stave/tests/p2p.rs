@@ -135,12 +135,17 @@ fn a_sigkilled_follower_catches_up_and_nodes_with_peers_export_network_metrics()
     // up takes a while; the restarted follower catches up.
     drop(follower);
     let before = producer.head();
-    let sent: Vec<Value> = (0..4)
-        .flat_map(|i| send_transfers(&producer, &account(i), 0, 1500))
-        .collect();
-    wait_for("the transfers on the producer", LIMIT, || {
-        included(&producer, &sent[sent.len() - 1..])
-    });
+    // In rounds of 60 a sender, each included before the next: the pool refuses a nonce
+    // more than 64 past the sender's next one, which a block in the making can leave
+    // behind.
+    for round in 0..10 {
+        let sent: Vec<Value> = (0..10)
+            .flat_map(|i| send_transfers(&producer, &account(i), round * 60, 60))
+            .collect();
+        wait_for("a round of transfers on the producer", LIMIT, || {
+            included(&producer, &sent)
+        });
+    }
     wait_for("blocks while the follower is down", LIMIT, || {
         producer.head() >= before + 5
     });
