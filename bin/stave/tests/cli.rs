@@ -430,6 +430,32 @@ fn bench_node_reports_tps_hit_rates_memory_and_disk() {
     // How much prefetch takes off the disk is timing (a prefetch stops once the block
     // before is applied), so it is measured by the bench, not asserted here.
     assert!(state["prefetch_threads"].as_u64().expect("threads") >= 1);
+    assert_eq!(state["workload"], "transfer");
+
+    // Token transfers between holders of a generated token (the bench refuses a run
+    // in which any transaction failed).
+    let tokens = bench_json(&[
+        "bench",
+        "node",
+        "--accounts",
+        "3000",
+        "--blocks",
+        "2",
+        "--block-txs",
+        "100",
+        "--workload",
+        "erc20",
+        "--os-cache",
+        "keep",
+        "--json",
+    ]);
+    assert_eq!(tokens["workload"], "erc20");
+    assert_eq!(tokens["cold"], "kept");
+    assert!(tokens["tps_prefetch"].as_f64().expect("tps") > 0.0);
+    assert!(
+        tokens["disk_bytes_per_tx"].as_f64().expect("disk") > 0.0,
+        "{tokens}"
+    );
 }
 
 #[test]

@@ -482,8 +482,9 @@ fn init_one_validator(dir: &std::path::Path) -> (u16, u16) {
 }
 
 /// `stave state generate` writes a data dir and its genesis file: a node on them serves
-/// the generated accounts and block 0 holds the root the command printed; generating
-/// into it again is refused, and so is a node given the genesis but an empty data dir.
+/// the generated accounts and the token they hold, and block 0 holds the root the
+/// command printed; generating into it again is refused, and so is a node given the
+/// genesis but an empty data dir.
 #[test]
 fn a_generated_state_serves_its_accounts_and_is_made_once() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -492,6 +493,7 @@ fn a_generated_state_serves_its_accounts_and_is_made_once() {
     let generate = || {
         Command::new(env!("CARGO_BIN_EXE_stave"))
             .args(["state", "generate", "--accounts", "5000", "--keyed", "20"])
+            .args(["--token-holders", "3000"])
             .arg("--datadir")
             .arg(&data)
             .arg("--genesis-out")
@@ -505,6 +507,7 @@ fn a_generated_state_serves_its_accounts_and_is_made_once() {
     let report: Value = serde_json::from_str(stdout.lines().last().expect("a line")).expect("JSON");
     assert_eq!(report["accounts"], 5000);
     assert_eq!(report["keyed"], 20);
+    let token: Address = serde_json::from_value(report["token"].clone()).expect("a token");
 
     let genesis = std::fs::read_to_string(&generated).expect("genesis written");
     let node = Node::with_genesis(dir.path(), &genesis);
@@ -518,6 +521,27 @@ fn a_generated_state_serves_its_accounts_and_is_made_once() {
                 .expect("a balance");
         assert_eq!(balance, rich, "{address}");
     }
+    // The token's real code answers from the generated storage: holders 0..3000 (20
+    // keyed accounts, then filler accounts 0..2980) hold a million tokens each.
+    let call = |data: String| -> U256 {
+        let result = node.result("eth_call", json!([{"to": token, "data": data}, "latest"]));
+        serde_json::from_value(result).expect("a word")
+    };
+    let balance_of = |holder: Address| call(format!("0x70a08231{:0>64}", hex::encode(holder)));
+    let million = U256::from(10u128.pow(24));
+    assert_eq!(
+        balance_of(stave_primitives::dev::dev_account(0).address),
+        million
+    );
+    assert_eq!(
+        balance_of(stave_primitives::dev::filler_address(2_979)),
+        million
+    );
+    assert_eq!(
+        balance_of(stave_primitives::dev::filler_address(2_980)),
+        U256::ZERO
+    );
+    assert_eq!(call("0x18160ddd".into()), million * U256::from(3000));
     let block = node.result("eth_getBlockByNumber", json!(["0x0", false]));
     assert_eq!(block["stateRoot"], report["state_root"]);
     drop(node);

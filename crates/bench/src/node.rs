@@ -2,7 +2,9 @@
 //! full nodes, catch-up and `stave import` run) over a data dir of many accounts, cold.
 //! The state is a generated one (`stave state generate`, or made here the same way):
 //! senders are dev accounts drawn at random from its keyed ones, recipients accounts
-//! drawn from the whole of it. Blocks of transfers are built once, on a copy, then
+//! drawn from the whole of it. The workload is ether transfers, or transfers of an
+//! ERC-20 every account of the state holds (the generated state's token), so each
+//! transaction also reads two balance slots of a token with millions of holders. Blocks of transfers are built once, on a copy, then
 //! imported without and then with prefetching, each time into a fresh copy of the data
 //! dir whose pages were dropped from the OS page cache. Senders come from a warm sender
 //! cache (as when the txpool admitted the transactions), so the runs measure state
@@ -27,7 +29,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use stave_node::{Chain, GenerateStep, Parallelism, Prefetcher, generate_state};
 use stave_primitives::{ChainSpec, GeneratedState, RecoveredTx, U256, dev::dev_account};
-use stave_sdk::{LocalSigner, TxBuilder};
+use stave_sdk::{LocalSigner, TxBuilder, contracts::generated_stave_token};
 use stave_state::LayerReads;
 use stave_storage::{LmdbOptions, LmdbStore};
 use stave_verify::SenderCache;
@@ -60,6 +62,9 @@ pub struct NodeConfig {
         arg(long, default_value_t = 2_500, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))
     )]
     pub block_txs: usize,
+    /// What the transactions do.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = NodeWorkload::Transfer))]
+    pub workload: NodeWorkload,
     /// Prefetch threads of the run with prefetching.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = stave_node::DEFAULT_PREFETCH_THREADS))]
     pub prefetch_threads: usize,
@@ -68,6 +73,18 @@ pub struct NodeConfig {
     /// cached (a warm node whose state fits in memory).
     #[cfg_attr(feature = "clap", arg(long, value_enum, default_value_t = OsCache::Drop))]
     pub os_cache: OsCache,
+}
+
+/// What the node bench's transactions do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum NodeWorkload {
+    /// Ether transfers.
+    Transfer,
+    /// Token transfers of the generated state's ERC-20 (one every account holds when the
+    /// bench generates the state; `stave state generate --token-holders` otherwise).
+    Erc20,
 }
 
 /// How a run's data is made cold.
@@ -106,8 +123,10 @@ pub struct NodeReport {
     pub accounts: u64,
     /// Blocks imported per run.
     pub blocks: usize,
-    /// Transfers per block.
+    /// Transactions per block.
     pub block_txs: usize,
+    /// What they do.
+    pub workload: NodeWorkload,
     /// Prefetch threads of the second run.
     pub prefetch_threads: usize,
     /// Transactions per second imported without prefetching.
@@ -207,21 +226,30 @@ fn cold_copy(
     Ok("fadvise")
 }
 
-/// Blocks of transfers, each from a distinct keyed account drawn at random, to accounts
-/// drawn from the whole state.
+/// Blocks of transfers (of ether, or of the state's token), each from a distinct keyed
+/// account (one holding tokens) drawn at random, to accounts drawn from the whole state.
 fn signed_blocks(
     config: &NodeConfig,
     state: &GeneratedState,
 ) -> Result<Vec<Vec<RecoveredTx>>, BenchError> {
+    let token = match config.workload {
+        NodeWorkload::Transfer => None,
+        NodeWorkload::Erc20 => Some(state.token.ok_or_else(|| {
+            BenchError::Check(
+                "the erc20 workload needs a state with a token (`stave state generate --token-holders`)"
+                    .into(),
+            )
+        })?),
+    };
+    let senders_from = token.map_or(state.keyed, |token| state.keyed.min(token.holders));
     let total = config.blocks * config.block_txs;
-    ensure(total as u64 <= state.keyed, || {
+    ensure(total as u64 <= senders_from, || {
         format!(
-            "{total} transfers need as many keyed accounts; the state has {}",
-            state.keyed
+            "{total} transactions need as many keyed accounts (holding the token); the state has {senders_from}"
         )
     })?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let mut senders: Vec<u64> = (0..state.keyed).collect();
+    let mut senders: Vec<u64> = (0..senders_from).collect();
     senders.shuffle(&mut rng);
     senders.truncate(total);
     let receivers: Vec<u64> = (0..total)
@@ -233,9 +261,13 @@ fn signed_blocks(
         .zip(receivers.par_iter())
         .map(|(&sender, &to)| {
             let signer = LocalSigner::from_secret(&dev_account(sender).secret)?;
-            let tx = signer.sign_tx(builder.transfer(0, state.address(to), U256::from(1)));
+            let to = state.address(to);
+            let tx = match &token {
+                None => builder.transfer(0, to, U256::from(1)),
+                Some(token) => builder.erc20_transfer(0, token.address, to, U256::from(1)),
+            };
             Ok(RecoveredTx {
-                tx,
+                tx: signer.sign_tx(tx),
                 sender: signer.address(),
             })
         })
@@ -336,6 +368,8 @@ fn state(
     }
     let dir = tempdir()?;
     let keyed = ((config.blocks * config.block_txs) as u64).min(config.accounts);
+    let token =
+        (config.workload == NodeWorkload::Erc20).then(|| generated_stave_token(config.accounts));
     progress.note(&format!("generating {} accounts…", config.accounts));
     let spec = {
         let store = LmdbStore::open(dir.path(), 1 << 40)?;
@@ -344,10 +378,15 @@ fn state(
             CHAIN_ID,
             keyed,
             config.accounts - keyed,
-            &mut |step| {
-                if let GenerateStep::Written(written) = step {
+            token,
+            &mut |step| match step {
+                GenerateStep::Written(written) => {
                     progress.note(&format!("written {written} accounts…"));
                 }
+                GenerateStep::WrittenSlots(written) => {
+                    progress.note(&format!("written {written} token balances…"));
+                }
+                GenerateStep::Deriving | GenerateStep::Hashing => {}
             },
         )?
     };
@@ -361,7 +400,7 @@ pub fn run(config: &NodeConfig, progress: &dyn Progress) -> Result<NodeReport, B
         BenchError::Check("the genesis names no generated state (`stave state generate`)".into())
     })?;
     progress.note(&format!(
-        "signing {} blocks of {} transfers…",
+        "signing {} blocks of {} transactions…",
         config.blocks, config.block_txs
     ));
     let txs = signed_blocks(config, &generated)?;
@@ -376,10 +415,24 @@ pub fn run(config: &NodeConfig, progress: &dyn Progress) -> Result<NodeReport, B
         cold_copy(&datadir, dir.path(), OsCache::Fadvise, progress)?;
         let store = LmdbStore::open(dir.path(), 1 << 40)?;
         let mut producer = Chain::open(&store, &spec, threads())?;
-        txs.into_iter()
+        let blocks = txs
+            .into_iter()
             .enumerate()
             .map(|(i, txs)| producer.build(txs, 1_700_000_000 + i as u64))
-            .collect::<Result<Vec<_>, _>>()?
+            .collect::<Result<Vec<_>, _>>()?;
+        // A transfer that reverts reads and writes less than one that moves funds.
+        let mut failed = 0;
+        for number in 1..=blocks.len() as u64 {
+            let receipts = stave_storage::read::receipts(&store, number)?.unwrap_or_default();
+            failed += receipts
+                .iter()
+                .filter(|receipt| !receipt.receipt.status.coerce_status())
+                .count();
+        }
+        ensure(failed == 0, || {
+            format!("{failed} of the bench's transactions failed")
+        })?;
+        blocks
     };
     let prefetcher = Prefetcher::with_threads(config.prefetch_threads)
         .map_err(BenchError::io("starting the prefetcher"))?;
@@ -414,6 +467,7 @@ pub fn run(config: &NodeConfig, progress: &dyn Progress) -> Result<NodeReport, B
         accounts: generated.accounts(),
         blocks: blocks.len(),
         block_txs: config.block_txs,
+        workload: config.workload,
         prefetch_threads: config.prefetch_threads,
         tps_no_prefetch: tps(&plain),
         tps_prefetch: tps(&prefetched),
@@ -445,9 +499,13 @@ pub fn run(config: &NodeConfig, progress: &dyn Progress) -> Result<NodeReport, B
 impl fmt::Display for NodeReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "accounts              {}", self.accounts)?;
+        let what = match self.workload {
+            NodeWorkload::Transfer => "transfers",
+            NodeWorkload::Erc20 => "token transfers",
+        };
         writeln!(
             f,
-            "blocks                {} × {} transfers",
+            "blocks                {} × {} {what}",
             self.blocks, self.block_txs
         )?;
         writeln!(
@@ -478,7 +536,7 @@ impl fmt::Display for NodeReport {
         )?;
         writeln!(
             f,
-            "peak RSS {:.0} MiB; disk {:.0} bytes per account, {:.0} bytes per transfer",
+            "peak RSS {:.0} MiB; disk {:.0} bytes per account, {:.0} bytes per transaction",
             self.rss_bytes as f64 / (1 << 20) as f64,
             self.disk_bytes_per_account,
             self.disk_bytes_per_tx

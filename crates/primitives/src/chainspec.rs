@@ -62,7 +62,10 @@ pub struct GeneratedState {
     pub keyed: u64,
     /// Accounts after them without known keys.
     pub filler: u64,
-    /// The genesis state root (see [`crate::uniform_genesis_root`]).
+    /// A token the first of these accounts hold, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<GeneratedToken>,
+    /// The genesis state root (see [`crate::generated_genesis_root`]).
     pub state_root: B256,
 }
 
@@ -87,6 +90,71 @@ impl GeneratedState {
             crate::dev::filler_address(index - self.keyed)
         }
     }
+}
+
+/// A token contract in a generated state, held by the state's accounts `0..holders`
+/// (each [`GeneratedToken::BALANCE`]): an ERC-20 with many holders, written by `stave
+/// state generate --token-holders`. Its storage is laid out as Solidity lays out a
+/// `mapping(address => uint256)` of balances at position `balances_position` and a
+/// `totalSupply` at slot `total_supply_slot`; its runtime code is in the data dir (the
+/// `Code` table) under `code_hash`, for the genesis file does not hold it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GeneratedToken {
+    /// The contract's address.
+    pub address: Address,
+    /// The hash of its runtime code.
+    pub code_hash: B256,
+    /// How many of the state's accounts, from account 0, hold tokens.
+    pub holders: u64,
+    /// The storage position of its balances mapping.
+    pub balances_position: u64,
+    /// The storage slot of its total supply.
+    pub total_supply_slot: u64,
+}
+
+impl GeneratedToken {
+    /// Each holder's balance: a million tokens of 18 decimals.
+    pub const BALANCE: U256 = U256::from_limbs([0x1bce_cced_a100_0000, 0xd3c2, 0, 0]);
+
+    /// The contract's account: its code, nonce 1 as a created contract has, no ether.
+    pub fn account(&self) -> AccountState {
+        AccountState {
+            nonce: 1,
+            balance: U256::ZERO,
+            code_hash: self.code_hash,
+        }
+    }
+
+    /// Every slot its storage holds, in ascending order: each holder's balance and the
+    /// total supply.
+    pub fn slots(&self, state: &GeneratedState) -> Vec<B256> {
+        let mut slots: Vec<B256> = (0..self.holders.min(state.accounts()))
+            .into_par_iter()
+            .map(|holder| mapping_slot(state.address(holder), self.balances_position))
+            .collect();
+        slots.push(B256::from(U256::from(self.total_supply_slot)));
+        slots.par_sort_unstable();
+        slots
+    }
+
+    /// The value of `slot`, one of [`GeneratedToken::slots`].
+    pub fn slot_value(&self, slot: B256) -> U256 {
+        if slot == B256::from(U256::from(self.total_supply_slot)) {
+            Self::BALANCE * U256::from(self.holders)
+        } else {
+            Self::BALANCE
+        }
+    }
+}
+
+/// The storage slot of `mapping[key]` for a Solidity `mapping(address => …)` at storage
+/// position `position`: `keccak256(key padded to 32 bytes ‖ position)`.
+pub fn mapping_slot(key: Address, position: u64) -> B256 {
+    let mut preimage = [0u8; 64];
+    preimage[12..32].copy_from_slice(key.as_slice());
+    preimage[56..].copy_from_slice(&position.to_be_bytes());
+    alloy_primitives::keccak256(preimage)
 }
 
 /// What a chain agrees on before its first block: id, gas limit, base fee, the accounts
@@ -397,8 +465,26 @@ mod tests {
         let state = GeneratedState {
             keyed: 2,
             filler: 5,
+            token: Some(GeneratedToken {
+                address: Address::repeat_byte(1),
+                code_hash: B256::repeat_byte(2),
+                holders: 4,
+                balances_position: 0,
+                total_supply_slot: 2,
+            }),
             state_root: B256::repeat_byte(9),
         };
+        assert_eq!(GeneratedToken::BALANCE, U256::from(10u128.pow(24)));
+        // The token's slots: a balance for each holder and the supply.
+        let token = state.token.expect("a token");
+        let slots = token.slots(&state);
+        assert_eq!(slots.len(), 5);
+        assert!(slots.contains(&mapping_slot(state.address(3), 0)));
+        assert!(!slots.contains(&mapping_slot(state.address(4), 0)));
+        assert_eq!(
+            token.slot_value(B256::with_last_byte(2)),
+            U256::from(4) * GeneratedToken::BALANCE
+        );
         let empty = ChainSpec::dev(7, 0);
         let spec = empty.clone().with_generated_state(state).expect("valid");
         let again = ChainSpec::from_json(&spec.to_json()).expect("own output parses");

@@ -26,7 +26,10 @@ mod stored_diff;
 mod transaction;
 
 pub use alloy_primitives::{Address, B256, Bytes, Signature, U256, keccak256};
-pub use chainspec::{ChainSpec, DEFAULT_BASE_FEE, DEV_BALANCE_WEI, DEV_GAS_LIMIT, GeneratedState};
+pub use chainspec::{
+    ChainSpec, DEFAULT_BASE_FEE, DEV_BALANCE_WEI, DEV_GAS_LIMIT, GeneratedState, GeneratedToken,
+    mapping_slot,
+};
 pub use error::{ChainSpecError, TxError};
 pub use header::{Block, Header, SealedBlock, SealedHeader};
 pub use merkle::{
@@ -38,7 +41,7 @@ pub use receipt::{
 };
 pub use state::{
     AccountDiff, AccountDiffs, AccountDiffsIter, AccountState, SlotDiffs, SlotsHint, SortedIter,
-    SortedMap, StateDiff, receipts_and_state_roots, state_root, uniform_genesis_root,
+    SortedMap, StateDiff, generated_genesis_root, receipts_and_state_roots, state_root,
 };
 pub use state_reader::{MemoryState, StateError, StateReader};
 pub use stored_diff::{

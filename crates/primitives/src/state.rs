@@ -9,7 +9,7 @@ use crate::ChainSpec;
 
 mod root;
 
-pub use root::{SlotsHint, receipts_and_state_roots, state_root, uniform_genesis_root};
+pub use root::{SlotsHint, generated_genesis_root, receipts_and_state_roots, state_root};
 
 /// An account as state stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

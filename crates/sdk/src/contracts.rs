@@ -2,6 +2,7 @@
 //! cancun; `contracts/build.sh` rebuilds them and CI checks they are current).
 
 use alloy_primitives::{Address, B256, Bytes, U256, keccak256};
+use stave_primitives::{GeneratedToken, mapping_slot};
 
 /// Creation code of `StaveToken`, a plain ERC-20; append the ABI-encoded `initialSupply`.
 pub fn stave_token_initcode(initial_supply: U256) -> Bytes {
@@ -15,16 +16,36 @@ pub fn stave_token_runtime() -> Bytes {
     decode_bin(include_str!("../../../contracts/StaveToken.runtime.bin")).into()
 }
 
-/// Storage slot of `balanceOf[holder]` in `StaveToken` (the mapping is at slot 0), so a
-/// genesis can fund holders without minting transactions.
+/// Storage position of `StaveToken`'s `balanceOf` mapping.
+const STAVE_TOKEN_BALANCES_POSITION: u64 = 0;
+
+/// Storage slot of `balanceOf[holder]` in `StaveToken`, so a genesis can fund holders
+/// without minting transactions.
 pub fn stave_token_balance_slot(holder: Address) -> B256 {
-    let mut preimage = [0u8; 64];
-    preimage[12..32].copy_from_slice(holder.as_slice());
-    keccak256(preimage)
+    mapping_slot(holder, STAVE_TOKEN_BALANCES_POSITION)
 }
 
+/// Storage position of `StaveToken.totalSupply`.
+const STAVE_TOKEN_TOTAL_SUPPLY_POSITION: u8 = 2;
+
 /// Storage slot of `StaveToken.totalSupply`.
-pub const STAVE_TOKEN_TOTAL_SUPPLY_SLOT: B256 = B256::with_last_byte(2);
+pub const STAVE_TOKEN_TOTAL_SUPPLY_SLOT: B256 =
+    B256::with_last_byte(STAVE_TOKEN_TOTAL_SUPPLY_POSITION);
+
+/// `StaveToken` in a generated state (`stave state generate --token-holders`), held by
+/// the state's first `holders` accounts, and its runtime code. Its address is fixed:
+/// `keccak256("stave-generated-token")`'s last 20 bytes.
+pub fn generated_stave_token(holders: u64) -> (GeneratedToken, Bytes) {
+    let code = stave_token_runtime();
+    let token = GeneratedToken {
+        address: Address::from_slice(&keccak256(b"stave-generated-token")[12..]),
+        code_hash: keccak256(&code),
+        holders,
+        balances_position: STAVE_TOKEN_BALANCES_POSITION,
+        total_supply_slot: STAVE_TOKEN_TOTAL_SUPPLY_POSITION.into(),
+    };
+    (token, code)
+}
 
 /// keccak-256 of `Transfer(address,address,uint256)`: topic 0 of every ERC-20 transfer log.
 pub const ERC20_TRANSFER_TOPIC: B256 =

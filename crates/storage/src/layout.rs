@@ -55,8 +55,9 @@ pub(crate) fn storage_history_key(address: Address, slot: U256, number: u64) -> 
     key
 }
 
-/// A `Storage` key: address ‖ slot.
-pub(crate) fn storage_key(address: Address, slot: U256) -> [u8; 52] {
+/// A `Storage` key: address ‖ slot (big-endian), so an account's slots are adjacent and in
+/// slot order.
+pub fn storage_key(address: Address, slot: U256) -> [u8; 52] {
     let mut key = [0; 52];
     key[..20].copy_from_slice(address.as_slice());
     key[20..].copy_from_slice(&slot.to_be_bytes::<32>());

@@ -33,4 +33,5 @@ pub mod read;
 
 pub use error::StorageError;
 pub use kv::{KeyValue, KvStore, Op, Table, WriteBatch};
+pub use layout::storage_key;
 pub use lmdb::{DEFAULT_MAP_SIZE, LmdbOptions, LmdbStore, MapSpace};

@@ -6,6 +6,7 @@ use std::{io::Write as _, path::PathBuf, time::Instant};
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use stave_node::{GenerateStep, generate_state};
+use stave_sdk::contracts::generated_stave_token;
 use stave_storage::{DEFAULT_MAP_SIZE, LmdbStore};
 
 /// `stave state` subcommands.
@@ -29,6 +30,11 @@ pub struct GenerateArgs {
     /// benches derive (the rest are addresses without a known key).
     #[arg(long, default_value_t = 100_000)]
     keyed: u64,
+    /// Also put an ERC-20 (`StaveToken`, at the address `stave_sdk`'s
+    /// `generated_stave_token` gives) into the genesis, held by this many accounts from
+    /// account 0, each with a million tokens. 0: no token.
+    #[arg(long, default_value_t = 0)]
+    token_holders: u64,
     /// The chain id.
     #[arg(long, default_value_t = 1337)]
     chain_id: u64,
@@ -56,16 +62,29 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         .with_context(|| format!("opening {}", args.datadir.display()))?;
     let start = Instant::now();
     let total = args.accounts;
+    anyhow::ensure!(
+        args.token_holders <= total,
+        "--token-holders ({}) is more than --accounts ({total})",
+        args.token_holders
+    );
+    let token = (args.token_holders > 0).then(|| generated_stave_token(args.token_holders));
+    let holders = args.token_holders;
     let spec = generate_state(
         &store,
         args.chain_id,
         keyed,
         total - keyed,
+        token,
         &mut |step| match step {
             GenerateStep::Deriving => eprintln!("deriving and sorting {total} addresses…"),
             GenerateStep::Hashing => eprintln!("hashing the state root…"),
             GenerateStep::Written(written) => eprintln!(
                 "written {written} of {total} accounts ({:.0} s)",
+                start.elapsed().as_secs_f64()
+            ),
+            GenerateStep::WrittenSlots(written) => eprintln!(
+                "written {written} of the token's {} slots ({:.0} s)",
+                holders + 1,
                 start.elapsed().as_secs_f64()
             ),
         },
@@ -86,6 +105,7 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
             "genesis": genesis,
             "accounts": total,
             "keyed": keyed,
+            "token": spec.generated_state().and_then(|state| state.token).map(|token| token.address),
             "state_root": root,
             "seconds": start.elapsed().as_secs_f64(),
         })

@@ -4,9 +4,10 @@
 
 use alloy_primitives::{Address, B256, U256, keccak256};
 
-use super::{AccountDiff, AccountState, StateDiff};
+use super::{AccountState, StateDiff};
 use crate::{
-    merkle::{Chunked, LeafHasher, chunked_root, chunked_roots},
+    GeneratedState,
+    merkle::{Chunked, ITEMS_PER_LEAF, LeafHasher, chunked_root, chunked_roots},
     receipt::{Receipt, ReceiptLeaves, encode_without_bloom},
 };
 
@@ -16,8 +17,13 @@ use crate::{
 /// thousands of slots (a token contract, in a block of token transfers) spans many leaves,
 /// hashed on all threads, instead of being one large leaf hashed on one.
 enum Unit<'d> {
-    Account(&'d Address, &'d AccountDiff),
-    Slot(&'d U256, &'d U256),
+    Account {
+        address: &'d Address,
+        info: Option<&'d AccountState>,
+        storage_cleared: bool,
+        written: u64,
+    },
+    Slot(U256, U256),
     Code(&'d B256),
 }
 
@@ -28,10 +34,15 @@ impl Unit<'_> {
     /// determines the diff.
     fn encode(&self, out: &mut Vec<u8>) {
         match *self {
-            Self::Account(address, change) => {
+            Self::Account {
+                address,
+                info,
+                storage_cleared,
+                written,
+            } => {
                 out.push(b'a');
                 out.extend_from_slice(address.as_slice());
-                match change.info {
+                match info {
                     Some(info) => {
                         out.push(1);
                         out.extend_from_slice(&info.nonce.to_be_bytes());
@@ -40,8 +51,8 @@ impl Unit<'_> {
                     }
                     None => out.push(0),
                 }
-                out.push(u8::from(change.storage_cleared));
-                out.extend_from_slice(&(change.storage.len() as u64).to_be_bytes());
+                out.push(u8::from(storage_cleared));
+                out.extend_from_slice(&written.to_be_bytes());
             }
             Self::Slot(slot, value) => {
                 out.push(b's');
@@ -146,13 +157,18 @@ fn units(diff: &StateDiff, slots: SlotsHint) -> Vec<Unit<'_>> {
     };
     let mut units = Vec::with_capacity(diff.accounts.len() + written + diff.codes.len());
     for (address, change) in &diff.accounts {
-        units.push(Unit::Account(address, change));
+        units.push(Unit::Account {
+            address,
+            info: change.info.as_ref(),
+            storage_cleared: change.storage_cleared,
+            written: change.storage.len() as u64,
+        });
         if looked_at {
             units.extend(
                 change
                     .storage
                     .iter()
-                    .map(|(slot, value)| Unit::Slot(slot, value)),
+                    .map(|(slot, value)| Unit::Slot(*slot, *value)),
             );
         }
     }
@@ -161,25 +177,71 @@ fn units(diff: &StateDiff, slots: SlotsHint) -> Vec<Unit<'_>> {
 }
 
 /// `keccak256(parent_root ‖ diff_root)`.
-/// The state root of a genesis (no parent) whose accounts are `addresses` (in ascending
-/// order, each once), every one holding `account` and no storage: [`state_root`] of
-/// that genesis's diff, without the diff. A generated state of tens of millions of
-/// accounts (`stave state generate`) is never held as one; its leaves are hashed on all
-/// threads straight from the sorted addresses.
-pub fn uniform_genesis_root(addresses: &[Address], account: AccountState) -> B256 {
+/// The state root of a generated genesis (see [`GeneratedState`]): [`state_root`] of
+/// its diff, without the diff. `addresses` are its accounts and its token's address, in
+/// ascending order, each once; `token_slots` the token's slots in ascending order (see
+/// [`GeneratedToken::slots`]). A generated state of tens of millions of accounts
+/// (`stave state generate`) is never held as one diff; its units are laid out by
+/// position and its leaves hashed on all threads.
+pub fn generated_genesis_root(
+    state: &GeneratedState,
+    addresses: &[Address],
+    token_slots: &[B256],
+) -> B256 {
     use rayon::prelude::*;
     debug_assert!(addresses.windows(2).all(|pair| pair[0] < pair[1]));
-    let change = AccountDiff {
-        info: Some(account),
-        storage_cleared: true,
-        storage: Default::default(),
+    debug_assert!(token_slots.windows(2).all(|pair| pair[0] < pair[1]));
+    let account = GeneratedState::ACCOUNT;
+    let token = state.token.map(|token| {
+        let at = addresses.binary_search(&token.address);
+        debug_assert!(at.is_ok(), "the token's address is listed");
+        (token, token.account(), at.unwrap_or(usize::MAX))
+    });
+    // Units in `state_root`'s order: accounts by address, the token's slots right after
+    // the token's account, then the token's code.
+    let slots = if token.is_some() {
+        token_slots.len()
+    } else {
+        0
     };
-    let leaves: Vec<B256> = addresses
-        .par_chunks(crate::merkle::ITEMS_PER_LEAF)
-        .map_init(Vec::new, |bytes, chunk| {
+    let accounts_and_slots = addresses.len() + slots;
+    let unit = |index: usize| -> Unit<'_> {
+        let Some((token, token_account, at)) = &token else {
+            return Unit::Account {
+                address: &addresses[index],
+                info: Some(&account),
+                storage_cleared: true,
+                written: 0,
+            };
+        };
+        if index == accounts_and_slots {
+            return Unit::Code(&token.code_hash);
+        }
+        if index > *at && index <= at + slots {
+            let slot = token_slots[index - at - 1];
+            return Unit::Slot(U256::from_be_bytes(slot.0), token.slot_value(slot));
+        }
+        let position = if index > *at { index - slots } else { index };
+        let (info, written) = if position == *at {
+            (token_account, slots as u64)
+        } else {
+            (&account, 0)
+        };
+        Unit::Account {
+            address: &addresses[position],
+            info: Some(info),
+            storage_cleared: true,
+            written,
+        }
+    };
+    let total = accounts_and_slots + usize::from(token.is_some());
+    let leaves: Vec<B256> = (0..total.div_ceil(ITEMS_PER_LEAF))
+        .into_par_iter()
+        .map_init(Vec::new, |bytes, leaf| {
             bytes.clear();
-            for address in chunk {
-                Unit::Account(address, &change).encode(bytes);
+            let start = leaf * ITEMS_PER_LEAF;
+            for index in start..(start + ITEMS_PER_LEAF).min(total) {
+                unit(index).encode(bytes);
             }
             keccak256(&bytes)
         })
@@ -200,7 +262,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        AccountState, ITEMS_PER_LEAF, SerialLeaves,
+        AccountDiff, AccountState, ITEMS_PER_LEAF, SerialLeaves,
         merkle::PartsSeen,
         state::tests::{account, accounts},
     };
@@ -382,22 +444,64 @@ mod tests {
     }
 
     #[test]
-    fn a_uniform_genesis_has_the_root_of_its_diff() {
-        // 100 accounts: three full leaves and a short one.
-        let spec = crate::ChainSpec::dev(1, 100);
-        let addresses: Vec<Address> = spec.alloc().keys().copied().collect();
-        let account = AccountState {
-            nonce: 0,
-            balance: U256::from(crate::DEV_BALANCE_WEI),
-            code_hash: alloy_primitives::KECCAK256_EMPTY,
+    fn a_generated_genesis_has_the_root_of_its_diff() {
+        use crate::{GeneratedToken, chainspec::mapping_slot};
+        // 93 accounts, with and without a token held by 40 of them: full leaves and a
+        // short one, the token's account and slots somewhere in the middle.
+        let code = Bytes::from_static(&[0x60, 0x00, 0x56]);
+        let token = GeneratedToken {
+            address: Address::repeat_byte(0x80),
+            code_hash: keccak256(&code),
+            holders: 40,
+            balances_position: 3,
+            total_supply_slot: 4,
         };
-        let expected = state_root(B256::ZERO, &StateDiff::from_genesis(&spec), &SerialLeaves);
-        assert_eq!(uniform_genesis_root(&addresses, account), expected);
-        let other = AccountState {
-            nonce: 1,
-            ..account
-        };
-        assert_ne!(uniform_genesis_root(&addresses, other), expected);
-        assert_ne!(uniform_genesis_root(&addresses[1..], account), expected);
+        for token in [None, Some(token)] {
+            let state = GeneratedState {
+                keyed: 3,
+                filler: 90,
+                token,
+                state_root: B256::ZERO,
+            };
+            let mut diff = StateDiff::default();
+            let mut addresses = Vec::new();
+            for index in 0..state.accounts() {
+                addresses.push(state.address(index));
+                diff.accounts.insert(
+                    state.address(index),
+                    AccountDiff {
+                        info: Some(GeneratedState::ACCOUNT),
+                        ..AccountDiff::deleted()
+                    },
+                );
+            }
+            let mut slots = Vec::new();
+            if let Some(token) = token {
+                addresses.push(token.address);
+                slots = token.slots(&state);
+                let mut change = AccountDiff {
+                    info: Some(token.account()),
+                    ..AccountDiff::deleted()
+                };
+                for holder in 0..40 {
+                    let slot = mapping_slot(state.address(holder), 3);
+                    assert_eq!(token.slot_value(slot), GeneratedToken::BALANCE);
+                    change.storage.insert(slot.into(), GeneratedToken::BALANCE);
+                }
+                let supply = GeneratedToken::BALANCE * U256::from(40);
+                assert_eq!(token.slot_value(B256::with_last_byte(4)), supply);
+                change.storage.insert(U256::from(4), supply);
+                diff.accounts.insert(token.address, change);
+                diff.codes.insert(token.code_hash, code.clone());
+            }
+            addresses.sort();
+            let expected = state_root(B256::ZERO, &diff, &SerialLeaves);
+            assert_eq!(generated_genesis_root(&state, &addresses, &slots), expected);
+            let fewer = GeneratedState { keyed: 2, ..state };
+            assert_ne!(
+                generated_genesis_root(&fewer, &addresses[1..], &slots),
+                expected
+            );
+        }
     }
 }
