@@ -4,21 +4,27 @@
 # bench node --datadir` imports the same shape of blocks into each, cold, without and with
 # prefetch. Prints each run's JSON line, then a table: TPS (and its ratio to the smallest
 # state's), hit rate above disk, peak RSS, disk bytes per account and per transfer, and
-# how long generating took. Needs about 120 bytes of disk per account, three times over
-# for the largest (the state, a copy for building blocks, a copy per run).
+# how long generating took. WORKLOAD=erc20 gives every account a balance of a generated
+# ERC-20 and imports token transfers instead of ether transfers. Needs about 120 bytes of
+# disk per account (230 with the token), twice over for the largest (the state and one
+# copy of it at a time).
 #
-#   SIZES="1000000 10000000 50000000" bench/node/state_size.sh
+#   SIZES="1000000 10000000 50000000" [WORKLOAD=erc20] bench/node/state_size.sh
 set -euo pipefail
 STAVE="${STAVE:-${CARGO_TARGET_DIR:-$HOME/.cache/stave-target}/release/stave}"
 [ -x "$STAVE" ] || { echo "no stave binary at $STAVE (build it, or set STAVE)" >&2; exit 1; }
 SIZES="${SIZES:-1000000 10000000 50000000}"
+WORKLOAD="${WORKLOAD:-transfer}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/stave-state-size.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 results="$WORK/results"
 for accounts in $SIZES; do
   dir="$WORK/state-$accounts"
-  generated=$("$STAVE" state generate --datadir "$dir" --accounts "$accounts" 2>/dev/null | tail -1)
-  report=$("$STAVE" bench node --datadir "$dir" --json "$@" 2>/dev/null | tail -1)
+  holders=0
+  [ "$WORKLOAD" = erc20 ] && holders="$accounts"
+  generated=$("$STAVE" state generate --datadir "$dir" --accounts "$accounts" \
+    --token-holders "$holders" 2>/dev/null | tail -1)
+  report=$("$STAVE" bench node --datadir "$dir" --workload "$WORKLOAD" --json "$@" 2>/dev/null | tail -1)
   echo "$report"
   echo "$generated $report" >> "$results"
   rm -rf "$dir"
@@ -32,7 +38,7 @@ for line in open(sys.argv[1]):
     report = json.loads(line[end:])
     rows.append((generated, report))
 base = rows[0][1]["tps_prefetch"]
-print("| accounts | generate s | TPS no prefetch | TPS prefetch | speedup | vs smallest | above disk | RSS MiB | disk B/account | disk B/transfer |")
+print("| accounts | generate s | TPS no prefetch | TPS prefetch | speedup | vs smallest | above disk | RSS MiB | disk B/account | disk B/tx |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for generated, r in rows:
     print(f"| {r['accounts']:,} | {generated['seconds']:.0f} | {r['tps_no_prefetch']:,.0f} | {r['tps_prefetch']:,.0f} "

@@ -434,8 +434,7 @@ pub fn run(config: &NodeConfig, progress: &dyn Progress) -> Result<NodeReport, B
         })?;
         blocks
     };
-    let prefetcher = Prefetcher::with_threads(config.prefetch_threads)
-        .map_err(BenchError::io("starting the prefetcher"))?;
+    let prefetcher = Prefetcher::with_threads(config.prefetch_threads, stave_node::DISK_LOAD);
     progress.note(&format!(
         "importing without prefetch, then with {} prefetch threads…",
         config.prefetch_threads

@@ -33,7 +33,7 @@ pub use chain::{
 };
 pub use error::ImportError;
 pub use generate::{ACCOUNTS_PER_WRITE, GenerateStep, generate_state};
-pub use prefetch::{DEFAULT_PREFETCH_THREADS, Prefetcher};
+pub use prefetch::{DEFAULT_PREFETCH_THREADS, DISK_LOAD, Prefetcher, WARM_RUN};
 pub use producer::{
     BlockProducer, ChainView, DEFAULT_FILL_ROUNDS, Produced, ViewError, unix_seconds,
 };

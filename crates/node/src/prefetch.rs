@@ -10,14 +10,19 @@
 //! runs alone as a call (no nonce check, no fee) on a snapshot, so the slots and code it
 //! touches are loaded too. A plain transfer reads nothing else, and running the EVM for it
 //! would cost as much CPU as executing it; so would running a call on a warm state, where
-//! it loads nothing.
+//! it loads nothing. "In memory" is judged by how long the loads took, not by which layer
+//! served them: a load the OS page cache serves takes a microsecond or two, one from the
+//! disk tens, and prefetching what the page cache holds only takes the executor's CPU.
 //! Prefetching reads through the same layers as execution and only ever caches values from
 //! below the diff layers, which are the same for any snapshot: it cannot change a result,
 //! only its speed.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicBool, AtomicUsize, Ordering},
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use stave_exec::{BlockEnv, CallRequest};
@@ -29,50 +34,129 @@ use stave_state::Snapshot;
 /// concurrent reads, not the cores (see MEASUREMENTS.md, prefetch threads).
 pub const DEFAULT_PREFETCH_THREADS: usize = 32;
 
-/// Transactions in a row a prefetch thread finds entirely in memory before it stops: on
-/// a state that is mostly cold a run this long is vanishingly rare, on a warm one it comes
-/// within the first few dozen.
+/// Transactions in a row a prefetch thread finds entirely in memory before the prefetch
+/// stops: on a state that is mostly cold a run this long is vanishingly rare, on a warm
+/// one it comes within the first few dozen.
 pub const WARM_RUN: u32 = 32;
 
-/// Threads that run transactions speculatively.
+/// A load from below the state layers that takes at least this long on average came from
+/// the disk (~35 µs a 4 KiB page here); one from the OS page cache takes 1–3 µs. A thread
+/// preempted mid-load only makes a warm transaction look cold, which prefetching
+/// tolerates.
+pub const DISK_LOAD: Duration = Duration::from_micros(10);
+
+/// Loads what blocks' transactions will read, on threads that wait on the disk.
+///
+/// The threads are started for each prefetch rather than kept in a pool: a prefetch
+/// first probes on its caller's thread, and only when it meets a transaction whose
+/// reads come from the disk does it start the others (a few hundred microseconds, against
+/// blocks that take tens of milliseconds when the state is cold). A warm state is thus
+/// probed on one thread and costs the executor nothing more, where a pool of dozens of
+/// idle threads on a few cores (rayon's spin before it sleeps) took a quarter of a warm
+/// import's CPU.
+#[derive(Debug)]
 pub struct Prefetcher {
-    pool: rayon::ThreadPool,
+    threads: usize,
+    disk_load: Duration,
 }
 
-impl std::fmt::Debug for Prefetcher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prefetcher")
-            .field("threads", &self.pool.current_num_threads())
-            .finish()
+/// What one prefetching thread shares with the others of its prefetch.
+struct Loading<'a, 'l, 's> {
+    snapshot: &'a Snapshot<'l, 's>,
+    env: BlockEnv<'a>,
+    txs: &'a [RecoveredTx],
+    /// The next transaction no thread has taken.
+    next: AtomicUsize,
+    /// Set once a thread found the state warm: every thread stops.
+    warm: AtomicBool,
+    stop: &'a AtomicBool,
+    /// Loads at least this slow on average came from the disk.
+    disk_load: Duration,
+}
+
+/// Why [`Loading::run`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// No transaction left, told to stop, or the state is warm.
+    Done,
+    /// It met a transaction whose reads came from the disk (after loading them), as the
+    /// probe asked.
+    MetCold,
+}
+
+impl Loading<'_, '_, '_> {
+    /// Takes transactions in order and loads their reads until [`Ended::Done`]; with
+    /// `probe`, returns [`Ended::MetCold`] at the first cold one.
+    fn run(&self, probe: bool) -> Ended {
+        let mut warm_run = 0;
+        while !self.stop.load(Ordering::Relaxed) && !self.warm.load(Ordering::Relaxed) {
+            let Some(tx) = self.txs.get(self.next.fetch_add(1, Ordering::Relaxed)) else {
+                return Ended::Done;
+            };
+            let call = CallRequest::from_tx(tx);
+            let started = Instant::now();
+            let loads_before = stave_state::prefetch_disk_loads();
+            let _sender = self.snapshot.account(call.from);
+            let runs_code = match call.to {
+                Some(to) => self
+                    .snapshot
+                    .account(to)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|account| account.code_hash != alloy_primitives::KECCAK256_EMPTY),
+                None => true,
+            };
+            // A transaction whose accounts were all in memory most likely touches state
+            // in memory too: running it would only take CPU from execution.
+            let loads = stave_state::prefetch_disk_loads() - loads_before;
+            let cold = loads > 0 && started.elapsed() >= self.disk_load * loads as u32;
+            if !cold {
+                warm_run += 1;
+                if warm_run >= WARM_RUN {
+                    self.warm.store(true, Ordering::Relaxed);
+                }
+                continue;
+            }
+            warm_run = 0;
+            if runs_code {
+                // Failures (reverts, invalid calls) are expected: the reads count.
+                let _ignored = stave_exec::call(self.snapshot, self.env, &call);
+            }
+            if probe {
+                return Ended::MetCold;
+            }
+        }
+        Ended::Done
     }
 }
 
 impl Prefetcher {
-    /// A prefetcher on `threads` threads, shareable, or none when `threads` is 0 (what
-    /// [`crate::Chain::with_prefetcher`] takes).
-    pub fn with_threads(threads: usize) -> std::io::Result<Option<Arc<Self>>> {
-        (threads > 0)
-            .then(|| Self::new(threads).map(Arc::new))
-            .transpose()
+    /// A prefetcher on up to `threads` threads judging loads at least `disk_load` slow on
+    /// average to come from the disk, shareable, or none when `threads` is 0 (what
+    /// [`crate::Chain::with_prefetcher`] takes). [`DISK_LOAD`] suits a local SSD; a slower
+    /// disk (a network volume) wants a higher bound; zero counts every load below the
+    /// state layers as cold.
+    pub fn with_threads(threads: usize, disk_load: Duration) -> Option<Arc<Self>> {
+        (threads > 0).then(|| Arc::new(Self::new(threads, disk_load)))
     }
 
-    /// A prefetcher on `threads` threads of its own.
-    pub fn new(threads: usize) -> std::io::Result<Self> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.max(1))
-            .thread_name(|i| format!("prefetch-{i}"))
-            .build()
-            .map_err(std::io::Error::other)?;
-        Ok(Self { pool })
+    /// A prefetcher on up to `threads` threads (at least one), judging as
+    /// [`Prefetcher::with_threads`] says.
+    pub fn new(threads: usize, disk_load: Duration) -> Self {
+        Self {
+            threads: threads.max(1),
+            disk_load,
+        }
     }
 
     /// Loads what `txs` will read from `snapshot`: senders and recipients, and for
     /// transactions that run code, whatever a speculative run in `env` touches. Returns
     /// when done, or soon after `stop` is set: the transactions not started by then are
     /// left for execution to read, so a prefetch that cannot finish before the block
-    /// executes never holds the block up. A thread that finds [`WARM_RUN`] transactions
-    /// in a row entirely in memory stops early: the state is warm, and reading it again
-    /// ahead of the executor would only take the executor's CPU.
+    /// executes never holds the block up. Once a thread finds [`WARM_RUN`] transactions
+    /// in a row entirely in memory (the layers', or the OS page cache), every thread
+    /// stops: the state is warm, and reading it again ahead of the executor would only
+    /// take the executor's CPU.
     pub fn prefetch(
         &self,
         snapshot: &Snapshot<'_, '_>,
@@ -84,36 +168,26 @@ impl Prefetcher {
         // Every thread takes the next transaction not taken yet, so the prefetch moves
         // through the block in order, as execution does, staying ahead of it, rather
         // than each thread starting in a different part of the block.
-        let next = AtomicUsize::new(0);
-        self.pool.broadcast(|_| {
-            let mut warm_run = 0;
-            while !stop.load(Ordering::Relaxed) && warm_run < WARM_RUN {
-                let Some(tx) = txs.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                    return;
-                };
-                let call = CallRequest::from_tx(tx);
-                let loads_before = stave_state::prefetch_disk_loads();
-                let _sender = snapshot.account(call.from);
-                let runs_code = match call.to {
-                    Some(to) => snapshot.account(to).ok().flatten().is_some_and(|account| {
-                        account.code_hash != alloy_primitives::KECCAK256_EMPTY
-                    }),
-                    None => true,
-                };
-                // A transaction whose accounts were all in memory most likely touches
-                // state in memory too: running it would only take CPU from execution.
-                let cold = stave_state::prefetch_disk_loads() > loads_before;
-                if !cold {
-                    warm_run += 1;
-                    continue;
+        let loading = Loading {
+            snapshot: &snapshot,
+            env,
+            txs,
+            next: AtomicUsize::new(0),
+            warm: AtomicBool::new(false),
+            stop,
+            disk_load: self.disk_load,
+        };
+        if loading.run(true) == Ended::MetCold {
+            std::thread::scope(|scope| {
+                for i in 1..self.threads {
+                    // A thread that cannot be started leaves its share to the others.
+                    let _started = std::thread::Builder::new()
+                        .name(format!("prefetch-{i}"))
+                        .spawn_scoped(scope, || loading.run(false));
                 }
-                warm_run = 0;
-                if runs_code {
-                    // Failures (reverts, invalid calls) are expected: the reads count.
-                    let _ignored = stave_exec::call(&snapshot, env, &call);
-                }
-            }
-        });
+                loading.run(false);
+            });
+        }
         snapshot.publish_prefetched();
     }
 }

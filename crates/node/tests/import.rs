@@ -1,7 +1,7 @@
 //! The import pipeline end to end: blocks built on one data dir import into another to the
 //! same head and state; tampered blocks are refused; redelivery is a no-op.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use alloy_consensus::TypedTransaction;
 use stave_exec::StateReader;
@@ -271,7 +271,7 @@ fn every_stage_records_its_time_per_block() {
     let (spec, _a, _store_a, blocks) = produced();
     let (_b, store_b) = store();
     // A block imported alone is prefetched beside its execution.
-    let prefetcher = stave_node::Prefetcher::with_threads(1).expect("threads");
+    let prefetcher = stave_node::Prefetcher::with_threads(1, stave_node::DISK_LOAD);
     let mut follower = Chain::open(&store_b, &spec, 2)
         .expect("opens")
         .with_prefetcher(prefetcher);
@@ -308,7 +308,7 @@ fn every_stage_records_its_time_per_block() {
 }
 
 #[test]
-fn a_prefetch_told_to_stop_leaves_the_rest_to_execution() {
+fn a_prefetch_stops_when_told_or_when_the_state_is_warm() {
     let spec = workload_genesis(CHAIN_ID, 40, Some(TOKEN));
     let (_dir, store) = store();
     let chain = Chain::open(&store, &spec, 2).expect("opens");
@@ -317,9 +317,8 @@ fn a_prefetch_told_to_stop_leaves_the_rest_to_execution() {
     let txs = recovered(signed(|i| {
         builder.transfer(0, Address::with_last_byte(i as u8 + 100), U256::from(1))
     }));
-    let prefetcher = stave_node::Prefetcher::new(2).expect("threads");
     let layers = chain.layers();
-    let prefetch = |stop: bool| {
+    let prefetch = |prefetcher: stave_node::Prefetcher, stop: bool| {
         let stop = std::sync::atomic::AtomicBool::new(stop);
         prefetcher.prefetch(
             &layers.latest(),
@@ -332,10 +331,16 @@ fn a_prefetch_told_to_stop_leaves_the_rest_to_execution() {
         layers.clear_origin();
         layers.take_reads().wasted_prefetch
     };
+    // Every load counts as one from the disk: the state is cold.
+    let cold = || stave_node::Prefetcher::new(2, Duration::ZERO);
     // Stopped before it began: nothing loaded.
-    assert_eq!(prefetch(true), 0);
+    assert_eq!(prefetch(cold(), true), 0);
     // Left to run: every sender and every recipient.
-    assert_eq!(prefetch(false), 80);
+    assert_eq!(prefetch(cold(), false), 80);
+    // Every load counts as one from memory: the probe, on the calling thread alone,
+    // stops after `WARM_RUN` transactions (a sender and a recipient each).
+    let warm = stave_node::Prefetcher::new(2, Duration::from_secs(3600));
+    assert_eq!(prefetch(warm, false), 2 * u64::from(stave_node::WARM_RUN));
 }
 
 #[test]
@@ -344,7 +349,10 @@ fn building_and_validating_beside_a_prefetch_change_nothing() {
     let prefetching = |store| {
         Chain::open(store, &spec, 2)
             .expect("opens")
-            .with_prefetcher(stave_node::Prefetcher::with_threads(2).expect("threads"))
+            .with_prefetcher(stave_node::Prefetcher::with_threads(
+                2,
+                stave_node::DISK_LOAD,
+            ))
     };
     let (_b, store_b) = store();
     assert_eq!(build_chain(&mut prefetching(&store_b)), blocks);
@@ -365,7 +373,7 @@ fn the_stream_pipeline_with_prefetch_ends_at_the_same_head_and_state() {
     let mut states = Vec::new();
     for prefetch in [false, true] {
         let (_dir, store) = store();
-        let prefetcher = Arc::new(stave_node::Prefetcher::new(1).expect("threads"));
+        let prefetcher = Arc::new(stave_node::Prefetcher::new(1, stave_node::DISK_LOAD));
         let mut chain = Chain::open(&store, &spec, 2)
             .expect("opens")
             .with_prefetcher(prefetch.then_some(prefetcher));

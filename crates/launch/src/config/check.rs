@@ -25,6 +25,10 @@ pub const MAX_LEADER_TIMEOUT: Duration = Duration::from_secs(3_600);
 /// The most `prefetch_threads` accepted: past the disk's queue depth more threads only
 /// wait longer.
 pub const MAX_PREFETCH_THREADS: usize = 256;
+/// The longest `prefetch_disk_load_us` accepted: no disk takes a second a read, and a
+/// bound past every load's time would only turn prefetching off (`prefetch_threads = 0`
+/// says that).
+pub const MAX_PREFETCH_DISK_LOAD: Duration = Duration::from_secs(1);
 
 /// A refusal of `key`'s value, saying why.
 fn refuse(key: &str, why: impl std::fmt::Display) -> LaunchError {
@@ -142,6 +146,16 @@ impl NodeConfig {
                 format_args!(
                     "is {}: at most {MAX_PREFETCH_THREADS} (each is a thread with its own stack)",
                     self.prefetch_threads
+                ),
+            ));
+        }
+        if self.prefetch_disk_load > MAX_PREFETCH_DISK_LOAD {
+            return Err(refuse(
+                "prefetch_disk_load_us",
+                format_args!(
+                    "is {} µs: at most {} µs (`prefetch_threads = 0` turns prefetching off)",
+                    self.prefetch_disk_load.as_micros(),
+                    MAX_PREFETCH_DISK_LOAD.as_micros()
                 ),
             ));
         }
@@ -294,7 +308,7 @@ mod tests {
         config
             .check()
             .expect("a validator with the defaults passes");
-        let cases: [(&str, Spoil); 14] = [
+        let cases: [(&str, Spoil); 15] = [
             ("`block_time_ms` is 0", |c| c.block_time = Duration::ZERO),
             ("`block_fill_rounds` is 0", |c| c.block_fill_rounds = 0),
             (
@@ -314,6 +328,9 @@ mod tests {
                 c.sender_cache_entries = 0
             }),
             ("`prefetch_threads` is 257", |c| c.prefetch_threads = 257),
+            ("`prefetch_disk_load_us` is 1000001 µs", |c| {
+                c.prefetch_disk_load = MAX_PREFETCH_DISK_LOAD + Duration::from_micros(1)
+            }),
             ("`map_size` is 4096 bytes", |c| c.map_size = 4_096),
             ("multiple of the page size", |c| {
                 c.map_size = MIN_MAP_SIZE + 1

@@ -70,6 +70,11 @@ pub struct NodeConfig {
     /// mostly wait on the disk, so more of them than cores pays on a state larger than
     /// memory.
     pub prefetch_threads: usize,
+    /// A prefetch load slower than this on average came from the disk, and the state
+    /// needs prefetching; faster ones came from memory, and a prefetch that meets a run
+    /// of them stops (`prefetch_disk_load_us`; a network volume wants more than a local
+    /// SSD's default).
+    pub prefetch_disk_load: Duration,
     /// Which past blocks' state the node serves: the last 128 (`Recent`, the default of
     /// a node run from a file), every block (`All`, `--dev`'s, as Anvil), or the last N.
     pub history: History,
@@ -212,6 +217,7 @@ impl NodeConfig {
             state_cache_entries: stave_state::DEFAULT_CLEAN_CACHE_ENTRIES,
             sender_cache_entries: stave_verify::DEFAULT_SENDER_CACHE_CAPACITY,
             prefetch_threads: stave_node::DEFAULT_PREFETCH_THREADS,
+            prefetch_disk_load: stave_node::DISK_LOAD,
             history: History::Recent,
             pool_max_txs: None,
             pool_max_per_sender: None,
@@ -319,6 +325,8 @@ struct FileConfig {
     sender_cache_entries: Option<usize>,
     /// Threads that prefetch blocks' reads (0: none).
     prefetch_threads: Option<usize>,
+    /// Microseconds a load from the disk takes at least, on average.
+    prefetch_disk_load_us: Option<u64>,
     /// Which past blocks' state is served: "all", "recent" or a number of blocks.
     history: Option<HistorySetting>,
     /// Most transactions in the txpool.
@@ -422,6 +430,9 @@ impl FileConfig {
         }
         config.map_size = self.map_size.unwrap_or(config.map_size);
         config.block_fill_rounds = self.block_fill_rounds.unwrap_or(config.block_fill_rounds);
+        config.prefetch_disk_load = self
+            .prefetch_disk_load_us
+            .map_or(config.prefetch_disk_load, Duration::from_micros);
         config.state_cache_entries = self
             .state_cache_entries
             .unwrap_or(config.state_cache_entries);
@@ -570,6 +581,19 @@ mod tests {
             parse("state_cache_entries = 1000\nsender_cache_entries = 20").expect("parses");
         assert_eq!(config.state_cache_entries, 1000);
         assert_eq!(config.sender_cache_entries, 20);
+    }
+
+    #[test]
+    fn the_prefetch_settings_default_and_are_read_from_the_file() {
+        let config = parse("").expect("parses");
+        assert_eq!(
+            config.prefetch_threads,
+            stave_node::DEFAULT_PREFETCH_THREADS
+        );
+        assert_eq!(config.prefetch_disk_load, stave_node::DISK_LOAD);
+        let config = parse("prefetch_threads = 4\nprefetch_disk_load_us = 250").expect("parses");
+        assert_eq!(config.prefetch_threads, 4);
+        assert_eq!(config.prefetch_disk_load, Duration::from_micros(250));
     }
 
     #[test]
