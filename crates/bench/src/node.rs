@@ -434,7 +434,8 @@ pub fn run(config: &NodeConfig, progress: &dyn Progress) -> Result<NodeReport, B
         })?;
         blocks
     };
-    let prefetcher = Prefetcher::with_threads(config.prefetch_threads, stave_node::DISK_LOAD);
+    let prefetcher = Prefetcher::with_threads(config.prefetch_threads, stave_node::DISK_LOAD)
+        .map_err(BenchError::io("starting the prefetcher"))?;
     progress.note(&format!(
         "importing without prefetch, then with {} prefetch threads…",
         config.prefetch_threads

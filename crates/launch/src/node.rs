@@ -188,10 +188,10 @@ impl RunningNode {
         .map_err(LaunchError::import(
             "opening the chain (is the data dir from another genesis?)",
         ))?
-        .with_prefetcher(Prefetcher::with_threads(
-            config.prefetch_threads,
-            config.prefetch_disk_load,
-        ));
+        .with_prefetcher(
+            Prefetcher::with_threads(config.prefetch_threads, config.prefetch_disk_load)
+                .map_err(LaunchError::io("starting the prefetch threads"))?,
+        );
         let view = Arc::new(ChainView::new(&chain, spec.clone()));
         let mut pool_config = PoolConfig::new(spec.chain_id(), spec.gas_limit());
         if let Some(max) = config.pool_max_txs {

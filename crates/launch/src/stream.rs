@@ -26,7 +26,8 @@ pub fn import_file(
     on_block: impl FnMut(Imported),
 ) -> Result<(u64, B256), LaunchError> {
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let prefetcher = Prefetcher::with_threads(prefetch_threads, stave_node::DISK_LOAD);
+    let prefetcher = Prefetcher::with_threads(prefetch_threads, stave_node::DISK_LOAD)
+        .map_err(LaunchError::io("starting the prefetch threads"))?;
     let mut chain = Chain::open(store, spec, threads)
         .map_err(LaunchError::import("opening the chain"))?
         .with_prefetcher(prefetcher);

@@ -6,13 +6,16 @@
 //! executor.
 //!
 //! Every transaction's sender and recipient accounts are loaded directly; a transaction
-//! that calls code or creates a contract, and whose accounts were not all in memory, also
-//! runs alone as a call (no nonce check, no fee) on a snapshot, so the slots and code it
-//! touches are loaded too. A plain transfer reads nothing else, and running the EVM for it
-//! would cost as much CPU as executing it; so would running a call on a warm state, where
-//! it loads nothing. "In memory" is judged by how long the loads took, not by which layer
-//! served them: a load the OS page cache serves takes a microsecond or two, one from the
-//! disk tens, and prefetching what the page cache holds only takes the executor's CPU.
+//! that calls code or creates a contract also runs alone as a call (no nonce check, no
+//! fee) on a snapshot, so the slots and code it touches are loaded too. A plain transfer
+//! reads nothing else, and running the EVM for it would cost as much CPU as executing
+//! it; so does a call on a warm state, where it loads nothing. So a prefetch stops once
+//! [`WARM_RUN`] transactions in a row found their state in memory, judged by how long
+//! their loads took (the EVM's work between them not counted), not by which layer served
+//! them: a load the OS page cache serves is an order of magnitude faster than one from the
+//! disk, and prefetching what the page cache holds only takes the executor's CPU. Judging
+//! by the accounts alone misjudged ERC-20 transfers, whose senders' account pages were in
+//! the page cache while their balance slots were not.
 //! Prefetching reads through the same layers as execution and only ever caches values from
 //! below the diff layers, which are the same for any snapshot: it cannot change a result,
 //! only its speed.
@@ -22,7 +25,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use stave_exec::{BlockEnv, CallRequest};
@@ -40,24 +43,31 @@ pub const DEFAULT_PREFETCH_THREADS: usize = 32;
 pub const WARM_RUN: u32 = 32;
 
 /// A load from below the state layers that takes at least this long on average came from
-/// the disk (~35 µs a 4 KiB page here); one from the OS page cache takes 1–3 µs. A thread
-/// preempted mid-load only makes a warm transaction look cold, which prefetching
-/// tolerates.
+/// the disk; one from the OS page cache takes a fraction of it (MEASUREMENTS.md, eighth
+/// session). A thread preempted mid-load only makes a warm transaction look cold, which
+/// prefetching tolerates.
 pub const DISK_LOAD: Duration = Duration::from_micros(10);
 
-/// Loads what blocks' transactions will read, on threads that wait on the disk.
+/// Loads what blocks' transactions will read, on a pool of threads that wait on the disk.
 ///
-/// The threads are started for each prefetch rather than kept in a pool: a prefetch
-/// first probes on its caller's thread, and only when it meets a transaction whose
-/// reads come from the disk does it start the others (a few hundred microseconds, against
-/// blocks that take tens of milliseconds when the state is cold). A warm state is thus
-/// probed on one thread and costs the executor nothing more, where a pool of dozens of
-/// idle threads on a few cores (rayon's spin before it sleeps) took a quarter of a warm
-/// import's CPU.
-#[derive(Debug)]
+/// A prefetch first probes on its caller's thread, and only when it meets a transaction
+/// whose reads came from the disk does it wake the pool. A warm state is thus probed on
+/// one thread and costs the executor nothing more, where waking dozens of pool threads on
+/// a few cores for every block (rayon's spin before they sleep again) took much of a
+/// warm import's CPU. Threads started afresh for each cold block instead were slower than
+/// the kept pool (MEASUREMENTS.md, eighth session).
 pub struct Prefetcher {
-    threads: usize,
+    pool: rayon::ThreadPool,
     disk_load: Duration,
+}
+
+impl std::fmt::Debug for Prefetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prefetcher")
+            .field("threads", &self.pool.current_num_threads())
+            .field("disk_load", &self.disk_load)
+            .finish()
+    }
 }
 
 /// What one prefetching thread shares with the others of its prefetch.
@@ -94,8 +104,7 @@ impl Loading<'_, '_, '_> {
                 return Ended::Done;
             };
             let call = CallRequest::from_tx(tx);
-            let started = Instant::now();
-            let loads_before = stave_state::prefetch_disk_loads();
+            let before = stave_state::prefetch_disk_loads();
             let _sender = self.snapshot.account(call.from);
             let runs_code = match call.to {
                 Some(to) => self
@@ -106,10 +115,16 @@ impl Loading<'_, '_, '_> {
                     .is_some_and(|account| account.code_hash != alloy_primitives::KECCAK256_EMPTY),
                 None => true,
             };
-            // A transaction whose accounts were all in memory most likely touches state
-            // in memory too: running it would only take CPU from execution.
-            let loads = stave_state::prefetch_disk_loads() - loads_before;
-            let cold = loads > 0 && started.elapsed() >= self.disk_load * loads as u32;
+            if runs_code {
+                // Failures (reverts, invalid calls) are expected: the reads count.
+                let _ignored = stave_exec::call(self.snapshot, self.env, &call);
+            }
+            let loads = stave_state::prefetch_disk_loads().since(before);
+            let cold = loads.count > 0
+                && loads.time
+                    >= self
+                        .disk_load
+                        .saturating_mul(loads.count.try_into().unwrap_or(u32::MAX));
             if !cold {
                 warm_run += 1;
                 if warm_run >= WARM_RUN {
@@ -118,10 +133,6 @@ impl Loading<'_, '_, '_> {
                 continue;
             }
             warm_run = 0;
-            if runs_code {
-                // Failures (reverts, invalid calls) are expected: the reads count.
-                let _ignored = stave_exec::call(self.snapshot, self.env, &call);
-            }
             if probe {
                 return Ended::MetCold;
             }
@@ -136,17 +147,21 @@ impl Prefetcher {
     /// [`crate::Chain::with_prefetcher`] takes). [`DISK_LOAD`] suits a local SSD; a slower
     /// disk (a network volume) wants a higher bound; zero counts every load below the
     /// state layers as cold.
-    pub fn with_threads(threads: usize, disk_load: Duration) -> Option<Arc<Self>> {
-        (threads > 0).then(|| Arc::new(Self::new(threads, disk_load)))
+    pub fn with_threads(threads: usize, disk_load: Duration) -> std::io::Result<Option<Arc<Self>>> {
+        (threads > 0)
+            .then(|| Self::new(threads, disk_load).map(Arc::new))
+            .transpose()
     }
 
-    /// A prefetcher on up to `threads` threads (at least one), judging as
+    /// A prefetcher on a pool of `threads` threads (at least one), judging as
     /// [`Prefetcher::with_threads`] says.
-    pub fn new(threads: usize, disk_load: Duration) -> Self {
-        Self {
-            threads: threads.max(1),
-            disk_load,
-        }
+    pub fn new(threads: usize, disk_load: Duration) -> std::io::Result<Self> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .thread_name(|i| format!("prefetch-{i}"))
+            .build()
+            .map_err(std::io::Error::other)?;
+        Ok(Self { pool, disk_load })
     }
 
     /// Loads what `txs` will read from `snapshot`: senders and recipients, and for
@@ -178,15 +193,7 @@ impl Prefetcher {
             disk_load: self.disk_load,
         };
         if loading.run(true) == Ended::MetCold {
-            std::thread::scope(|scope| {
-                for i in 1..self.threads {
-                    // A thread that cannot be started leaves its share to the others.
-                    let _started = std::thread::Builder::new()
-                        .name(format!("prefetch-{i}"))
-                        .spawn_scoped(scope, || loading.run(false));
-                }
-                loading.run(false);
-            });
+            self.pool.broadcast(|_| loading.run(false));
         }
         snapshot.publish_prefetched();
     }

@@ -271,7 +271,8 @@ fn every_stage_records_its_time_per_block() {
     let (spec, _a, _store_a, blocks) = produced();
     let (_b, store_b) = store();
     // A block imported alone is prefetched beside its execution.
-    let prefetcher = stave_node::Prefetcher::with_threads(1, stave_node::DISK_LOAD);
+    let prefetcher =
+        stave_node::Prefetcher::with_threads(1, stave_node::DISK_LOAD).expect("threads");
     let mut follower = Chain::open(&store_b, &spec, 2)
         .expect("opens")
         .with_prefetcher(prefetcher);
@@ -318,29 +319,55 @@ fn a_prefetch_stops_when_told_or_when_the_state_is_warm() {
         builder.transfer(0, Address::with_last_byte(i as u8 + 100), U256::from(1))
     }));
     let layers = chain.layers();
-    let prefetch = |prefetcher: stave_node::Prefetcher, stop: bool| {
+    let load = |prefetcher: stave_node::Prefetcher, txs: &[RecoveredTx], stop: bool| {
         let stop = std::sync::atomic::AtomicBool::new(stop);
         prefetcher.prefetch(
             &layers.latest(),
             stave_exec::BlockEnv::new(CHAIN_ID, genesis.header()),
-            &txs,
+            txs,
             &stop,
         );
-        // What the prefetch loaded and execution never used is counted when the pool
-        // is emptied.
+    };
+    // What the prefetches loaded and execution never used is counted when the pool is
+    // emptied.
+    let loaded = || {
         layers.clear_origin();
         layers.take_reads().wasted_prefetch
     };
     // Every load counts as one from the disk: the state is cold.
-    let cold = || stave_node::Prefetcher::new(2, Duration::ZERO);
+    let cold = || stave_node::Prefetcher::new(2, Duration::ZERO).expect("threads");
     // Stopped before it began: nothing loaded.
-    assert_eq!(prefetch(cold(), true), 0);
+    load(cold(), &txs, true);
+    assert_eq!(loaded(), 0);
     // Left to run: every sender and every recipient.
-    assert_eq!(prefetch(cold(), false), 80);
+    load(cold(), &txs, false);
+    assert_eq!(loaded(), 80);
     // Every load counts as one from memory: the probe, on the calling thread alone,
     // stops after `WARM_RUN` transactions (a sender and a recipient each).
-    let warm = stave_node::Prefetcher::new(2, Duration::from_secs(3600));
-    assert_eq!(prefetch(warm, false), 2 * u64::from(stave_node::WARM_RUN));
+    let warm = stave_node::Prefetcher::new(2, Duration::from_secs(3600)).expect("threads");
+    load(warm, &txs, false);
+    assert_eq!(loaded(), 2 * u64::from(stave_node::WARM_RUN));
+
+    // Token transfers whose accounts are in memory already still have their balance
+    // slots loaded: a transaction is judged by all its loads, its call's too.
+    let to_token = recovered(signed(|_| builder.transfer(0, TOKEN, U256::ZERO)));
+    load(cold(), &to_token, false);
+    // The senders, the token, and what a call to it with no data reads.
+    let accounts = loaded();
+    let token_transfers = recovered(signed(|i| {
+        builder.erc20_transfer(
+            0,
+            TOKEN,
+            Address::with_last_byte(i as u8 + 100),
+            U256::from(1),
+        )
+    }));
+    load(cold(), &to_token, false);
+    load(cold(), &token_transfers, false);
+    assert!(
+        loaded() >= accounts + 80,
+        "each sender's and each recipient's balance slot"
+    );
 }
 
 #[test]
@@ -349,10 +376,9 @@ fn building_and_validating_beside_a_prefetch_change_nothing() {
     let prefetching = |store| {
         Chain::open(store, &spec, 2)
             .expect("opens")
-            .with_prefetcher(stave_node::Prefetcher::with_threads(
-                2,
-                stave_node::DISK_LOAD,
-            ))
+            .with_prefetcher(
+                stave_node::Prefetcher::with_threads(2, stave_node::DISK_LOAD).expect("threads"),
+            )
     };
     let (_b, store_b) = store();
     assert_eq!(build_chain(&mut prefetching(&store_b)), blocks);
@@ -373,7 +399,8 @@ fn the_stream_pipeline_with_prefetch_ends_at_the_same_head_and_state() {
     let mut states = Vec::new();
     for prefetch in [false, true] {
         let (_dir, store) = store();
-        let prefetcher = Arc::new(stave_node::Prefetcher::new(1, stave_node::DISK_LOAD));
+        let prefetcher =
+            Arc::new(stave_node::Prefetcher::new(1, stave_node::DISK_LOAD).expect("threads"));
         let mut chain = Chain::open(&store, &spec, 2)
             .expect("opens")
             .with_prefetcher(prefetch.then_some(prefetcher));

@@ -1,9 +1,12 @@
 //! The stack: diff layers (L2) over an origin pool (L1.5), a clean cache (L3) and the
 //! disk layer, and the snapshots the executor and RPC read through.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use alloy_primitives::{Address, B256, U256, map::HashMap};
@@ -57,15 +60,38 @@ const COLD_READS_KEPT: usize = 1 << 16;
 const RESERVED_ENTRIES: usize = 1 << 16;
 
 thread_local! {
-    /// Values this thread's prefetch reads loaded from disk (see [`prefetch_disk_loads`]).
-    static PREFETCH_DISK_LOADS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// What this thread's prefetch reads loaded from disk (see [`prefetch_disk_loads`]).
+    static PREFETCH_DISK_LOADS: std::cell::Cell<DiskLoads> = const {
+        std::cell::Cell::new(DiskLoads { count: 0, time: Duration::ZERO })
+    };
 }
 
-/// How many values the calling thread's prefetch reads have loaded from disk so far. A
-/// prefetcher compares it before and after reading a transaction's accounts: if none
-/// was on disk, the state it touches is most likely in memory already, and running the
-/// transaction only to load its slots would cost the executor the CPU it takes.
-pub fn prefetch_disk_loads() -> u64 {
+/// Values read from below the layers' memory (LMDB: the OS page cache or the disk) and
+/// the time those reads took, for one thread's prefetch reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskLoads {
+    /// Values read.
+    pub count: u64,
+    /// Time the reads took, and nothing else (not the EVM's work between them).
+    pub time: Duration,
+}
+
+impl DiskLoads {
+    /// The loads made after `earlier`, a reading of the same thread's counter.
+    pub fn since(self, earlier: Self) -> Self {
+        Self {
+            count: self.count - earlier.count,
+            time: self.time.saturating_sub(earlier.time),
+        }
+    }
+}
+
+/// What the calling thread's prefetch reads have loaded from below the layers so far. A
+/// prefetcher compares it before and after a transaction: loads that took page-cache
+/// time mean the state it touches is in memory, and prefetching
+/// the next ones would only cost the executor the CPU it takes; disk time means it is
+/// not.
+pub fn prefetch_disk_loads() -> DiskLoads {
     PREFETCH_DISK_LOADS.with(std::cell::Cell::get)
 }
 
@@ -817,9 +843,19 @@ impl<'s> StateLayers<'s> {
                 self.count(reader, |c| &c.disk);
                 if reader == Reader::Prefetch {
                     metrics::counter!("stave_state_prefetch_loads_total").increment(1);
-                    PREFETCH_DISK_LOADS.with(|loads| loads.set(loads.get() + 1));
+                    let started = Instant::now();
+                    let value = self.read_disk(&key);
+                    PREFETCH_DISK_LOADS.with(|loads| {
+                        let DiskLoads { count, time } = loads.get();
+                        loads.set(DiskLoads {
+                            count: count + 1,
+                            time: time + started.elapsed(),
+                        });
+                    });
+                    value.map_err(state_error)?
+                } else {
+                    self.read_disk(&key).map_err(state_error)?
                 }
-                self.read_disk(&key).map_err(state_error)?
             }
         };
         if reader == Reader::Execution {

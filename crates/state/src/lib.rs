@@ -33,7 +33,7 @@ pub use error::StateLayerError;
 pub use history::{History, StateOptions};
 pub use layer::SpeculativeLayer;
 pub use layers::{
-    DEFAULT_CLEAN_CACHE_ENTRIES, FLUSH_BATCH, KEPT_LAYERS, LayerReads, PreparedLayer, StateLayers,
-    prefetch_disk_loads,
+    DEFAULT_CLEAN_CACHE_ENTRIES, DiskLoads, FLUSH_BATCH, KEPT_LAYERS, LayerReads, PreparedLayer,
+    StateLayers, prefetch_disk_loads,
 };
 pub use snapshot::Snapshot;
