@@ -119,12 +119,9 @@ impl Loading<'_, '_, '_> {
                 // Failures (reverts, invalid calls) are expected: the reads count.
                 let _ignored = stave_exec::call(self.snapshot, self.env, &call);
             }
-            let loads = stave_state::prefetch_disk_loads().since(before);
-            let cold = loads.count > 0
-                && loads.time
-                    >= self
-                        .disk_load
-                        .saturating_mul(loads.count.try_into().unwrap_or(u32::MAX));
+            let cold = stave_state::prefetch_disk_loads()
+                .since(before)
+                .averaged_at_least(self.disk_load);
             if !cold {
                 warm_run += 1;
                 if warm_run >= WARM_RUN {

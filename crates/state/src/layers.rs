@@ -84,6 +84,12 @@ impl DiskLoads {
             time: self.time.saturating_sub(earlier.time),
         }
     }
+
+    /// Whether there were loads and they took at least `per_load` each on average.
+    pub fn averaged_at_least(self, per_load: Duration) -> bool {
+        self.count > 0
+            && self.time >= per_load.saturating_mul(self.count.try_into().unwrap_or(u32::MAX))
+    }
 }
 
 /// What the calling thread's prefetch reads have loaded from below the layers so far. A
@@ -841,10 +847,11 @@ impl<'s> StateLayers<'s> {
             }
             None => {
                 self.count(reader, |c| &c.disk);
-                if reader == Reader::Prefetch {
+                // Only a prefetch's reads are timed: the clock stays off execution's path.
+                let started = (reader == Reader::Prefetch).then(Instant::now);
+                let value = self.read_disk(&key);
+                if let Some(started) = started {
                     metrics::counter!("stave_state_prefetch_loads_total").increment(1);
-                    let started = Instant::now();
-                    let value = self.read_disk(&key);
                     PREFETCH_DISK_LOADS.with(|loads| {
                         let DiskLoads { count, time } = loads.get();
                         loads.set(DiskLoads {
@@ -852,10 +859,8 @@ impl<'s> StateLayers<'s> {
                             time: time + started.elapsed(),
                         });
                     });
-                    value.map_err(state_error)?
-                } else {
-                    self.read_disk(&key).map_err(state_error)?
                 }
+                value.map_err(state_error)?
             }
         };
         if reader == Reader::Execution {
@@ -892,5 +897,27 @@ impl<'s> StateLayers<'s> {
             StateKey::Code(hash) => StateValue::Code(read::code(self.store, *hash)?),
             StateKey::Wiped(_) => StateValue::Storage(U256::ZERO),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::DiskLoads;
+
+    #[test]
+    fn loads_are_judged_by_their_average_time() {
+        let us = Duration::from_micros;
+        let loads = |count, time| DiskLoads { count, time };
+        assert!(
+            !loads(0, us(0)).averaged_at_least(Duration::ZERO),
+            "no loads"
+        );
+        assert!(loads(1, us(0)).averaged_at_least(Duration::ZERO));
+        assert!(loads(3, us(30)).averaged_at_least(us(10)));
+        assert!(!loads(3, us(29)).averaged_at_least(us(10)));
+        let later = loads(5, us(100)).since(loads(3, us(29)));
+        assert_eq!(later, loads(2, us(71)));
     }
 }
