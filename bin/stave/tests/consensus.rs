@@ -90,22 +90,17 @@ impl Testnet {
         let alone = ONE_TESTNET.lock().unwrap_or_else(PoisonError::into_inner);
         let all = nodes + spare + full;
         let (rpc, metrics, p2p) = (free_ports(all), free_ports(all), free_ports(all));
-        let output = Command::new(env!("CARGO_BIN_EXE_stave"))
-            .args(["testnet", "init", "--nodes", &nodes.to_string(), "--dir"])
-            .arg(dir)
-            .args(["--spare-validators", &spare.to_string()])
-            .args(["--full-nodes", &full.to_string()])
-            .args(["--rpc-port", &rpc.to_string()])
-            .args(["--metrics-port", &metrics.to_string()])
-            .args(["--p2p-port", &p2p.to_string()])
-            .args(["--block-time-ms", "200"])
-            .args(args)
-            .output()
-            .expect("runs");
-        assert!(
-            output.status.success(),
-            "testnet init: {}",
-            String::from_utf8_lossy(&output.stderr)
+        let output = support::succeeds(
+            Command::new(env!("CARGO_BIN_EXE_stave"))
+                .args(["testnet", "init", "--nodes", &nodes.to_string(), "--dir"])
+                .arg(dir)
+                .args(["--spare-validators", &spare.to_string()])
+                .args(["--full-nodes", &full.to_string()])
+                .args(["--rpc-port", &rpc.to_string()])
+                .args(["--metrics-port", &metrics.to_string()])
+                .args(["--p2p-port", &p2p.to_string()])
+                .args(["--block-time-ms", "200"])
+                .args(args),
         );
         let validators = String::from_utf8_lossy(&output.stdout)
             .lines()

@@ -465,18 +465,13 @@ fn the_systemd_unit_runs_a_node_and_its_stop_signal_stops_it_cleanly() {
 /// metrics ports.
 fn init_one_validator(dir: &std::path::Path) -> (u16, u16) {
     let ports = support::free_ports(3);
-    let init = Command::new(env!("CARGO_BIN_EXE_stave"))
-        .args(["testnet", "init", "--nodes", "1", "--dir"])
-        .arg(dir)
-        .args(["--rpc-port", &ports.to_string()])
-        .args(["--metrics-port", &(ports + 1).to_string()])
-        .args(["--p2p-port", &(ports + 2).to_string()])
-        .output()
-        .expect("runs");
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
+    support::succeeds(
+        Command::new(env!("CARGO_BIN_EXE_stave"))
+            .args(["testnet", "init", "--nodes", "1", "--dir"])
+            .arg(dir)
+            .args(["--rpc-port", &ports.to_string()])
+            .args(["--metrics-port", &(ports + 1).to_string()])
+            .args(["--p2p-port", &(ports + 2).to_string()]),
     );
     (ports, ports + 1)
 }

@@ -21,15 +21,10 @@ use support::{
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn stave(args: &[&str], dir: &Path) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_stave"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("runs");
-    assert!(
-        output.status.success(),
-        "stave {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = support::succeeds(
+        Command::new(env!("CARGO_BIN_EXE_stave"))
+            .args(args)
+            .current_dir(dir),
     );
     String::from_utf8(output.stdout).expect("utf-8")
 }

@@ -18,6 +18,18 @@ use std::{
 
 pub use client::*;
 
+/// Runs `command` to its end; it must succeed (the command and its stderr are shown if
+/// not). Its output.
+pub fn succeeds(command: &mut Command) -> std::process::Output {
+    let output = command.output().expect("runs");
+    assert!(
+        output.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
 /// A `stave node` process, killed on drop.
 pub struct Node {
     /// The process.
